@@ -1,0 +1,43 @@
+"""approvals_prompt: ask a person at the terminal to decide pending approvals, one by one."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import tempfile
+from typing import Any
+
+import typer
+
+
+def ask_decisions(interrupts: list[dict[str, Any]]) -> dict[str, Any]:
+    """Prompt for each pending interrupt; returns {interrupt_id: decision} for Command(resume=...)."""
+    decisions: dict[str, Any] = {}
+    for item in interrupts:
+        request = item["value"]
+        typer.echo(f"\nApproval needed: {request.get('name')} ({request.get('rule')}: {request.get('reason')})")
+        typer.echo(json.dumps(request.get("args"), indent=2))
+        choice = typer.prompt("[a]pprove, [r]eject, [e]dit, re[s]pond", default="a").strip().lower()[:1]
+        approver = os.environ.get("USER", "terminal")
+        if choice == "r":
+            decisions[item["id"]] = {"decision": "reject", "message": typer.prompt("message for the model", default="rejected"), "approver": approver}
+        elif choice == "e":
+            decisions[item["id"]] = {"decision": "edit", "args": _edit(request.get("args") or {}), "approver": approver}
+        elif choice == "s":
+            decisions[item["id"]] = {"decision": "respond", "result": typer.prompt("result to give the model"), "approver": approver}
+        else:
+            decisions[item["id"]] = {"decision": "approve", "approver": approver}
+    return decisions
+
+
+def _edit(args: dict[str, Any]) -> dict[str, Any]:
+    """Edit arguments as JSON: in $EDITOR when set, else typed inline."""
+    editor = os.environ.get("EDITOR")
+    if not editor:
+        return json.loads(typer.prompt("new arguments (JSON)", default=json.dumps(args)))
+    with tempfile.NamedTemporaryFile("w+", suffix=".json", delete=False) as handle:
+        json.dump(args, handle, indent=2)
+    subprocess.run([editor, handle.name], check=False)
+    with open(handle.name) as edited:
+        return json.load(edited)

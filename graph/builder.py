@@ -1,0 +1,120 @@
+"""builder: assemble the phase nodes and guard edges into the boundloop StateGraph.
+
+`build_graph(checkpointer=...)` is the Python entry point; `graph.server` exports the same graph
+without a checkpointer for `langgraph dev` (the server supplies Postgres through langgraph.json).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Awaitable, Callable
+
+from langgraph.checkpoint.base import BaseCheckpointSaver
+from langgraph.graph import END, START, StateGraph
+from langgraph.graph.state import CompiledStateGraph
+from langgraph.runtime import Runtime
+
+from graph import guards
+from graph.budget import add_usage
+from graph.check import check_graph
+from graph.services import Services, current_run_id
+from graph.state import LoopState
+from graph.task import RunInput, RunSettings
+from graph.trace import record_node
+from nodes.act import act
+from nodes.approve import approve
+from nodes.commit import commit
+from nodes.critique import critique
+from nodes.execute import execute
+from nodes.finalize import finalize
+from nodes.gate import gate
+from nodes.intake import intake
+from nodes.observe import observe
+from nodes.plan import plan
+from nodes.repair import repair
+from nodes.retrieve import retrieve
+from nodes.validate_plan import validate_plan
+from nodes.verify import verify
+
+Node = Callable[..., Awaitable[dict[str, Any]]]
+
+PHASES: dict[str, Node] = {
+    "plan": plan,
+    "validate_plan": validate_plan,
+    "retrieve": retrieve,
+    "act": act,
+    "gate": gate,
+    "observe": observe,
+    "verify": verify,
+    "critique": critique,
+    "repair": repair,
+    "commit": commit,
+    "finalize": finalize,
+}
+TOOL_TASKS: dict[str, Node] = {"execute": execute, "approve": approve}
+"""Nodes run once per tool call (sent by the guards); their time is counted by observe, not here."""
+
+
+def build_graph(*, checkpointer: BaseCheckpointSaver | None = None, services: Services | None = None) -> CompiledStateGraph:
+    """The compiled loop. Pass a checkpointer for Python use; the server supplies its own."""
+    services = services or Services()
+    builder = StateGraph(LoopState, context_schema=RunSettings, input_schema=RunInput, output_schema=LoopState)
+    builder.add_node("intake", _intake_node(services))
+    for name, node in PHASES.items():
+        builder.add_node(name, _phase_node(name, node, services))
+    for name, node in TOOL_TASKS.items():
+        builder.add_node(name, _task_node(node, services))
+    builder.add_edge(START, "intake")
+    builder.add_conditional_edges("intake", guards.route_after_intake)
+    builder.add_conditional_edges("plan", guards.route_after_plan)
+    builder.add_conditional_edges("validate_plan", guards.route_after_validate)
+    builder.add_conditional_edges("retrieve", guards.route_after_retrieve)
+    builder.add_conditional_edges("act", guards.route_after_act)
+    tool_routes = ["approve", "execute", "act", "finalize"]
+    builder.add_conditional_edges("gate", guards.route_tool_calls, tool_routes)
+    builder.add_edge("execute", "observe")
+    builder.add_edge("approve", "observe")
+    builder.add_conditional_edges("observe", guards.route_tool_calls, tool_routes)
+    builder.add_conditional_edges("verify", guards.route_after_verify)
+    builder.add_conditional_edges("critique", guards.route_after_critique)
+    builder.add_conditional_edges("repair", guards.route_after_repair)
+    builder.add_edge("commit", "finalize")
+    builder.add_edge("finalize", END)
+    compiled = builder.compile(checkpointer=checkpointer, name="boundloop")
+    check_graph(compiled)
+    return compiled
+
+
+def _intake_node(services: Services) -> Node:
+    async def intake_node(state: dict[str, Any], runtime: Runtime[RunSettings]) -> dict[str, Any]:
+        started = time.perf_counter()
+        update = await intake(state, runtime, services)
+        return await _settle("intake", state, update, started, services)
+
+    return intake_node
+
+
+def _phase_node(name: str, node: Node, services: Services) -> Node:
+    async def phase_node(state: dict[str, Any]) -> dict[str, Any]:
+        started = time.perf_counter()
+        update = await node(state, services)
+        return await _settle(name, state, update, started, services)
+
+    phase_node.__name__ = name
+    return phase_node
+
+
+def _task_node(node: Node, services: Services) -> Node:
+    async def task_node(payload: dict[str, Any]) -> dict[str, Any]:
+        return await node(payload, services)
+
+    task_node.__name__ = node.__name__
+    return task_node
+
+
+async def _settle(name: str, state: dict[str, Any], update: dict[str, Any], started: float, services: Services) -> dict[str, Any]:
+    """Charge the node's active time to the wall-clock budget and write its trace event."""
+    elapsed = time.perf_counter() - started
+    update["usage"] = add_usage(update.get("usage"), {"wall_clock_s": elapsed})
+    await record_node(services, current_run_id(), name, state, update, elapsed)
+    return update

@@ -1,0 +1,236 @@
+"""cli: the `boundloop` command — run, resume, list and inspect runs, and the offline demo.
+
+Every user error ends in one clear message and exit code 2, never a traceback. A run that stops
+on an error keeps its last checkpoint, and the message says how to resume it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sys
+import uuid
+from importlib import resources
+from pathlib import Path
+from typing import Annotated, Any, Optional
+
+import typer
+from pydantic import ValidationError
+from rich.console import Console
+
+from checkpoints.errors import CheckpointsError
+from graph.errors import BoundloopError, ConfigError
+from graph.models import model_for
+from graph.progress import Progress, render_report, render_runs, render_trace
+from graph.runner import RunReport, Runner
+from graph.task import RunSettings, Task
+from tools.errors import ToolsError
+
+app = typer.Typer(help="boundloop: a bounded, durable, permissioned agent loop.", no_args_is_help=True, add_completion=False)
+err = Console(stderr=True)
+out = Console()
+
+JsonFlag = Annotated[bool, typer.Option("--json", help="Print one machine-readable JSON document.")]
+DbFlag = Annotated[Optional[str], typer.Option("--database-url", help="PostgreSQL URL (default: BOUNDLOOP_DATABASE_URL, DATABASE_URL, or the local cluster).")]
+
+
+@app.command()
+def run(
+    goal: Annotated[Optional[str], typer.Argument(help="What the agent should achieve.")] = None,
+    task_file: Annotated[Optional[Path], typer.Option("--task", help="A task JSON file (goal, acceptance_criteria, ...).")] = None,
+    criteria: Annotated[list[str], typer.Option("--criteria", "-c", help="An acceptance criterion (repeatable).")] = [],
+    output_schema: Annotated[Optional[Path], typer.Option("--output-schema", help="JSON schema file the answer must satisfy.")] = None,
+    profile: Annotated[Optional[str], typer.Option("--profile", help="research_assistant | coding_assistant | support_agent | procurement_agent | sre_agent")] = None,
+    budget: Annotated[list[str], typer.Option("--budget", "-b", help="Override a budget dimension, e.g. tool_calls=10 (repeatable).")] = [],
+    model: Annotated[Optional[str], typer.Option("--model", help="OpenAI-compatible model name, or `scripted`.")] = None,
+    base_url: Annotated[Optional[str], typer.Option("--base-url", help="OpenAI-compatible endpoint.")] = None,
+    script: Annotated[Optional[Path], typer.Option("--script", help="Script for the scripted model.")] = None,
+    config: Annotated[Optional[Path], typer.Option("--config", help="JSON config file: model, base_url, api_key, servers, prices.")] = None,
+    workspace: Annotated[Optional[Path], typer.Option("--workspace", help="Root of the shipped workspace server (default: current directory).")] = None,
+    servers: Annotated[Optional[Path], typer.Option("--servers", help="MCP servers file in the mcpServers JSON shape.")] = None,
+    unattended: Annotated[bool, typer.Option("--unattended", help="No human: every ask becomes deny; never waits.")] = False,
+    thread: Annotated[Optional[str], typer.Option("--thread", help="Run id (thread id) to use.")] = None,
+    as_json: JsonFlag = False,
+    database_url: DbFlag = None,
+) -> None:
+    """Start a run and drive it to a terminal status (or to a pending approval)."""
+    _guarded(lambda: _run(locals()))
+
+
+@app.command()
+def demo(as_json: JsonFlag = False, database_url: DbFlag = None) -> None:
+    """Run the shipped offline demo: scripted model, embedded Postgres, the workspace MCP server."""
+    _guarded(lambda: _demo(as_json, database_url))
+
+
+@app.command()
+def resume(
+    run_id: Annotated[str, typer.Argument(help="The run to continue.")],
+    as_json: JsonFlag = False,
+    database_url: DbFlag = None,
+) -> None:
+    """Continue a run from its last checkpoint (after a crash, a kill, or a decision made elsewhere)."""
+    _guarded(lambda: _with_runner(database_url, lambda runner: _drive(runner, runner.resume(run_id, observe=_observer(as_json)), as_json)))
+
+
+@app.command()
+def runs(limit: int = 50, as_json: JsonFlag = False, database_url: DbFlag = None) -> None:
+    """List runs with their status."""
+
+    async def body(runner: Runner) -> None:
+        rows = await runner.runs(limit)
+        out.print_json(json.dumps(rows, default=str)) if as_json else render_runs(out, rows)
+
+    _guarded(lambda: _with_runner(database_url, body))
+
+
+@app.command()
+def show(run_id: str, as_json: JsonFlag = False, database_url: DbFlag = None) -> None:
+    """Show a run: phase history, budget used against its limits, terminal status and result."""
+
+    async def body(runner: Runner) -> None:
+        report, trace = await runner.report(run_id), await runner.trace(run_id)
+        if as_json:
+            out.print_json(json.dumps(_report_json(report) | {"trace": trace}, default=str))
+        else:
+            render_trace(out, trace)
+            render_report(out, report)
+
+    _guarded(lambda: _with_runner(database_url, body))
+
+
+def _run(options: dict[str, Any]) -> None:
+    settings = _settings(options)
+    task = _task(options)
+    model_for(settings.model_dump(mode="json"))  # fail fast on a missing key or a bad script, before any run exists
+    _with_runner(
+        options["database_url"],
+        lambda runner: _drive(runner, runner.start(task, settings, thread_id=options["thread"], observe=_observer(options["as_json"])), options["as_json"]),
+    )
+
+
+def _demo(as_json: bool, database_url: str | None) -> None:
+    bundled = resources.files("graph") / "scripts"
+    thread = f"demo-{uuid.uuid4().hex[:8]}"
+    workspace = Path(os.environ.get("BOUNDLOOP_HOME", ".boundloop")) / "workspaces" / thread
+    for name, content in json.loads((bundled / "demo.workspace.json").read_text()).items():
+        (workspace / name).parent.mkdir(parents=True, exist_ok=True)
+        (workspace / name).write_text(content)
+    task = Task.model_validate_json((bundled / "demo.task.json").read_text())
+    settings = RunSettings(model="scripted", script=str(bundled / "demo.json"), workspace_root=str(workspace.resolve()))
+    if not as_json:
+        err.print(f"[dim]demo workspace: {workspace}[/dim]")
+    _with_runner(database_url, lambda runner: _drive(runner, runner.start(task, settings, thread_id=thread, observe=_observer(as_json)), as_json), install=True)
+
+
+def _settings(options: dict[str, Any]) -> RunSettings:
+    values: dict[str, Any] = _read_json(options["config"], "config") if options["config"] else {}
+    if api_key := values.pop("api_key", None):
+        os.environ.setdefault("OPENAI_API_KEY", api_key)
+    chosen_model = options["model"] or values.get("model") or ("scripted" if options["script"] else os.environ.get("OPENAI_MODEL", "gpt-4o-mini"))
+    values.update(model=chosen_model, unattended=options["unattended"] or values.get("unattended", False))
+    for key in ("base_url", "script"):
+        if options[key]:
+            values[key] = str(options[key])
+    if options["servers"]:
+        values["servers"] = _read_json(options["servers"], "servers")
+    values["workspace_root"] = str((options["workspace"] or Path(values.get("workspace_root") or ".")).resolve())
+    try:
+        return RunSettings.model_validate(values)
+    except ValidationError as error:
+        raise ConfigError(f"config: {_first_error(error)}") from None
+
+
+def _task(options: dict[str, Any]) -> Task:
+    values: dict[str, Any] = _read_json(options["task_file"], "task") if options["task_file"] else {}
+    if options["goal"]:
+        values["goal"] = options["goal"]
+    if "goal" not in values:
+        raise ConfigError("no goal: pass the goal as an argument (boundloop run \"...\") or --task FILE")
+    if options["criteria"]:
+        values["acceptance_criteria"] = list(options["criteria"])
+    if options["output_schema"]:
+        values["output_schema"] = _read_json(options["output_schema"], "output schema")
+    if options["profile"]:
+        values["profile"] = options["profile"]
+    values["budget"] = {**values.get("budget", {}), **_budget_overrides(options["budget"])}
+    try:
+        return Task.model_validate(values)
+    except ValidationError as error:
+        raise ConfigError(f"task: {_first_error(error)}") from None
+
+
+def _budget_overrides(pairs: list[str]) -> dict[str, Any]:
+    overrides: dict[str, Any] = {}
+    for pair in pairs:
+        name, sep, value = pair.partition("=")
+        if not sep:
+            raise ConfigError(f"--budget {pair!r} is not NAME=VALUE; e.g. --budget tool_calls=10")
+        try:
+            overrides[name.strip()] = None if value.strip().lower() == "none" else json.loads(value)
+        except json.JSONDecodeError:
+            raise ConfigError(f"--budget {pair!r}: {value!r} is not a number; e.g. --budget tool_calls=10") from None
+    return overrides
+
+
+def _read_json(path: Path, what: str) -> Any:
+    try:
+        return json.loads(path.read_text())
+    except FileNotFoundError:
+        raise ConfigError(f"{what} file {str(path)!r} not found") from None
+    except json.JSONDecodeError as error:
+        raise ConfigError(f"{what} file {str(path)!r} is not valid JSON (line {error.lineno}, column {error.colno}: {error.msg})") from None
+
+
+def _first_error(error: ValidationError) -> str:
+    first = error.errors()[0]
+    return f"{'.'.join(str(part) for part in first['loc']) or '(root)'}: {first['msg']}"
+
+
+def _observer(as_json: bool) -> Any:
+    return None if as_json else Progress(err)
+
+
+async def _drive(runner: Runner, started: Any, as_json: bool) -> None:
+    report: RunReport = await started
+    while report.waiting and not as_json and sys.stdin.isatty():
+        from graph.approvals_prompt import ask_decisions
+
+        report = await runner.resume(report.thread_id, decisions=ask_decisions(report.interrupts), observe=_observer(as_json))
+    if as_json:
+        out.print_json(json.dumps(_report_json(report), default=str))
+    else:
+        render_report(out, report)
+
+
+def _report_json(report: RunReport) -> dict[str, Any]:
+    values = report.values
+    return {
+        "run_id": report.thread_id,
+        "status": report.status,
+        "result": values.get("result"),
+        "usage": values.get("usage"),
+        "budget": values.get("budget"),
+        "ending": values.get("ending"),
+        "interrupts": report.interrupts,
+    }
+
+
+def _with_runner(database_url: str | None, body: Any, *, install: bool = False) -> None:
+    async def main() -> None:
+        async with Runner(database_url, install_postgres=install) as runner:
+            await body(runner)
+
+    asyncio.run(main())
+
+
+def _guarded(action: Any) -> None:
+    try:
+        action()
+    except (BoundloopError, CheckpointsError, ToolsError) as error:
+        err.print(f"[bold red]error:[/bold red] {error}")
+        raise typer.Exit(2) from None
+    except KeyboardInterrupt:
+        err.print("[yellow]interrupted; the run keeps its last checkpoint: continue with `boundloop resume RUN`[/yellow]")
+        raise typer.Exit(130) from None

@@ -1,0 +1,47 @@
+"""errors: what stops boundloop from starting or continuing a run — shown to a person, never to the model.
+
+    BoundloopError
+    ├── ConfigError          a flag, config file, task file or script is malformed
+    ├── ModelNotConfigured   no API key and no script: says how to configure one or the other
+    ├── ScriptError          the scripted model's script is unusable
+    │   └── ScriptExhausted  the run asked for more steps of a role than the script has
+    ├── RunNotFound          no run with that id in this database
+    └── RunStopped           a run stopped on an error; it keeps its last checkpoint
+
+Tool failures the model can correct travel as tool results (tools.outcome), not as these.
+"""
+
+from __future__ import annotations
+
+
+class BoundloopError(Exception):
+    """Base class: the message names the thing, the value and the fix."""
+
+
+class ConfigError(BoundloopError):
+    pass
+
+
+class ModelNotConfigured(BoundloopError):
+    pass
+
+
+class ScriptError(BoundloopError):
+    pass
+
+
+class ScriptExhausted(ScriptError):
+    pass
+
+
+class RunNotFound(BoundloopError):
+    pass
+
+
+class RunStopped(BoundloopError):
+    def __init__(self, run_id: str, cause: BaseException) -> None:
+        super().__init__(
+            f"run {run_id} stopped: {cause}. It keeps its last checkpoint; "
+            f"fix the cause and continue with `boundloop resume {run_id}`."
+        )
+        self.run_id = run_id

@@ -1,0 +1,91 @@
+"""progress: how runs look on a terminal — live phase and budget bars, reports, lists, traces."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from graph.budget import Budget, add_usage
+
+BARS = {"model_turns": "turns", "tool_calls": "tools", "wall_clock_s": "secs", "repairs": "repairs"}
+
+
+class Progress:
+    """Observer for `Runner`: one line per node with the phase and budget bars."""
+
+    def __init__(self, console: Console) -> None:
+        self.console = console
+        self.usage: dict[str, Any] = {}
+        self.budget: Budget | None = None
+
+    def __call__(self, node: str, update: dict[str, Any], state: dict[str, Any]) -> None:
+        if "budget" in update:
+            self.budget = Budget.model_validate(update["budget"])
+        self.usage = add_usage(self.usage, update.get("usage"))
+        bars = " ".join(_bar(label, self.usage.get(name, 0), getattr(self.budget, name, None)) for name, label in BARS.items()) if self.budget else ""
+        extra = ""
+        if calls := [obs for obs in update.get("observations", []) if obs.get("status") not in (None, "pending")]:
+            extra = "  " + ", ".join(f"{obs.get('tool', obs['call_id'])}→{obs['status']}" for obs in calls if obs.get("tool"))
+        self.console.print(f"[cyan]{node:>13}[/cyan] {bars}{extra}", highlight=False)
+
+
+def _bar(label: str, used: float, limit: float | None, width: int = 4) -> str:
+    shown = f"{used:.3g}" if isinstance(used, float) else str(used)
+    if limit is None:
+        return f"{label} {shown}"
+    filled = min(width, int(width * used / limit)) if limit else width
+    return f"{label} {'█' * filled}{'░' * (width - filled)} {shown}/{limit:g}"
+
+
+def render_report(console: Console, report: Any) -> None:
+    values = report.values
+    ending = values.get("ending") or {}
+    colour = "green" if report.status == "SUCCESS" else "yellow" if report.waiting else "red"
+    console.print(f"[bold {colour}]{report.status}[/bold {colour}]  run {report.thread_id}")
+    if ending.get("reason"):
+        console.print(f"  why: {ending['reason']}")
+    if ending.get("next_safe_action"):
+        console.print(f"  next: {ending['next_safe_action']}")
+    for item in report.interrupts:
+        value = item["value"]
+        console.print(f"  waiting: {value.get('type')} {value.get('name')} {value.get('args')}  (interrupt {item['id']})")
+    if values.get("budget"):
+        budget = Budget.model_validate(values["budget"])
+        table = Table("budget", "used", "limit", box=None, pad_edge=False)
+        usage = values.get("usage", {})
+        for name in Budget.model_fields:
+            if name != "parallel_calls":
+                limit = getattr(budget, name)
+                table.add_row(name, f"{used_of(usage, name):.6g}", "—" if limit is None else f"{limit:g}")
+        console.print(table)
+    result = values.get("result") or {}
+    if result.get("output") or result.get("partial_output"):
+        console.print(f"  result: {result.get('output') or result.get('partial_output')}")
+    if result.get("sha256"):
+        console.print(f"  sha256: {result['sha256']}")
+
+
+def render_runs(console: Console, rows: list[dict[str, Any]]) -> None:
+    table = Table("run", "status", "profile", "updated", "goal")
+    for row in rows:
+        table.add_row(row["thread_id"], row["status"], row.get("profile") or "", str(row.get("updated_at", ""))[:19], (row.get("goal") or "")[:60])
+    console.print(table)
+
+
+def render_trace(console: Console, events: list[dict[str, Any]]) -> None:
+    table = Table("at", "node", "ms", "detail", title="phase history")
+    for event in events:
+        data = event.get("data") or {}
+        detail = data.get("ending", {}).get("code", "") or ", ".join(f"{call['tool']}:{call['status']}" for call in data.get("calls", []))
+        table.add_row(str(event.get("at", ""))[11:23], event.get("node") or event.get("kind", ""), f"{data.get('elapsed_ms', '')}", detail)
+    console.print(table)
+
+
+def used_of(usage: dict[str, Any], dimension: str) -> float:
+    """Usage of a budget dimension; per-tool and per-server limits report the busiest one."""
+    maps = {"tool_calls_per_tool": "per_tool", "tool_calls_per_server": "per_server"}
+    if dimension in maps:
+        return max(usage.get(maps[dimension], {}).values(), default=0)
+    return usage.get(dimension, 0)

@@ -1,0 +1,57 @@
+"""prompts: the system prompts of the four model roles, versioned for the trace.
+
+The critic's prompt is its own and it is given only the task, the output, the evidence and the
+verifier's findings — never the actor's messages or reasoning (seed 000 §15.6).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+PROMPT_VERSION = "2026-11-22.1"
+
+PLANNER = """You plan work for a bounded agent. Reply with ONE JSON object and nothing else:
+{"steps": [{"id": "s1", "description": "...", "depends_on": [], "tools": ["<tool name>"],
+            "done_when": "...", "evidence": null | {"tool": "<read-only tool>", "args": {...}}}],
+ "blocked": null | {"code": "IMPOSSIBLE" | "MISSING_INFO" | "AMBIGUOUS_INTENT", "reason": "..."}}
+Rules: ids are unique; depends_on names earlier ids (no cycles); tools are names from the list
+you are given; a step with "evidence" is run before acting and must use a read-only tool; keep
+the plan within the budget you are shown. Set "blocked" instead of steps when the task cannot be
+done with these tools, lacks required information, or is ambiguous."""
+
+ACTOR = """You carry out a plan with tools. Call tools to act and to check your work; every claim
+in your final answer must rest on tool results you have seen. When the work is done, reply with
+the final answer and no tool calls.{schema_rule}"""
+
+SCHEMA_RULE = "\nThe final answer must be a JSON document valid against this schema:\n{schema}"
+
+JUDGE = """You check a result against its acceptance criteria. Reply with ONE JSON object:
+{"passed": true | false, "failures": [{"criterion": "...", "reason": "..."}]}
+Judge only from the output and the evidence given; an unsupported claim fails its criterion."""
+
+CRITIC = """You are an independent reviewer. Score the output on each dimension from 0 to 1 and
+list concrete defects. Reply with ONE JSON object:
+{"scores": {"correctness": 0.0, "completeness": 0.0, "coherence": 0.0, "safety": 0.0},
+ "defects": [{"location": "...", "problem": "...", "repair_hint": "..."}]}"""
+
+
+def task_brief(task: dict[str, Any]) -> str:
+    """The task as every role reads it."""
+    lines = [f"Goal: {task['goal']}"]
+    for title, items in (("Acceptance criteria", task.get("acceptance_criteria")), ("Constraints", task.get("constraints"))):
+        if items:
+            lines.append(f"{title}:\n" + "\n".join(f"- {item}" for item in items))
+    if task.get("output_schema"):
+        lines.append("Output schema: " + json.dumps(task["output_schema"], sort_keys=True))
+    return "\n".join(lines)
+
+
+def evidence_brief(observations: list[dict[str, Any]]) -> str:
+    """Verified observations as short, sourced lines (the evidence bundle)."""
+    lines = [
+        f"[{obs['call_id']}] {obs['tool']} -> {obs['status']}: {obs.get('excerpt', '')[:600]}"
+        for obs in observations
+        if obs.get("stage") in {"verified", "committed"}
+    ]
+    return "\n".join(lines) or "(no verified observations)"

@@ -1,0 +1,115 @@
+"""runner: start, resume and inspect runs against Postgres — what the CLI and Python callers share.
+
+A run is a LangGraph thread. `Runner` owns the connection pool, the checkpointer and the
+services for the life of one process, streams a run's node updates to an observer, and reports
+where the run stands: ended (a terminal code) or waiting for a human (pending interrupts).
+"""
+
+from __future__ import annotations
+
+import uuid
+from contextlib import AsyncExitStack
+from dataclasses import asdict, dataclass, field
+from typing import Any, Callable
+
+from langgraph.types import Command
+
+from checkpoints import store
+from checkpoints.pool import database_url, open_pool
+from checkpoints.saver import postgres_saver
+from checkpoints.schema import migrate
+from graph.builder import build_graph
+from graph.errors import RunNotFound, RunStopped
+from graph.services import Services
+from graph.status import Terminal
+from graph.task import RunSettings, Task
+
+Observer = Callable[[str, dict[str, Any], dict[str, Any]], None]
+"""Called after each node with (node name, its update, the run state so far)."""
+
+
+@dataclass
+class RunReport:
+    """Where a run stands after the process stopped driving it."""
+
+    thread_id: str
+    status: str
+    """A terminal code, or CONFIRM_REQUIRED while interrupts wait for a human."""
+    values: dict[str, Any]
+    interrupts: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def result(self) -> dict[str, Any]:
+        return self.values.get("result") or {}
+
+    @property
+    def waiting(self) -> bool:
+        return bool(self.interrupts)
+
+
+class Runner:
+    """`async with Runner() as runner:` — one pool, one saver, one compiled graph per process."""
+
+    def __init__(self, url: str | None = None, *, install_postgres: bool = False) -> None:
+        self._url = url
+        self._install = install_postgres
+        self._stack = AsyncExitStack()
+
+    async def __aenter__(self) -> "Runner":
+        url = self._url or database_url(install=self._install)
+        self.pool = await open_pool(url)
+        self._stack.push_async_callback(self.pool.close)
+        await migrate(self.pool)
+        saver = await self._stack.enter_async_context(postgres_saver(self.pool))
+        self.services = Services(pool=self.pool)
+        self._stack.push_async_callback(self.services.aclose)
+        self.graph = build_graph(checkpointer=saver, services=self.services)
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self._stack.aclose()
+
+    async def start(self, task: Task, settings: RunSettings, *, thread_id: str | None = None, observe: Observer | None = None) -> RunReport:
+        thread_id = thread_id or f"run-{uuid.uuid4().hex[:12]}"
+        return await self._drive(thread_id, {"task": task.model_dump(mode="json")}, observe, context=settings)
+
+    async def resume(self, thread_id: str, *, decisions: dict[str, Any] | None = None, observe: Observer | None = None) -> RunReport:
+        """Continue a run from its last checkpoint: after a crash (no decisions) or with human decisions."""
+        snapshot = await self.graph.aget_state(_config(thread_id))
+        if not snapshot.values:
+            raise RunNotFound(f"no run {thread_id!r} in this database; list runs with `boundloop runs`")
+        if not snapshot.next:
+            return await self.report(thread_id)
+        command = Command(resume=decisions) if decisions else None
+        return await self._drive(thread_id, command, observe)
+
+    async def report(self, thread_id: str) -> RunReport:
+        snapshot = await self.graph.aget_state(_config(thread_id))
+        if not snapshot.values:
+            raise RunNotFound(f"no run {thread_id!r} in this database; list runs with `boundloop runs`")
+        interrupts = [{"id": item.id, "value": item.value} for item in snapshot.interrupts]
+        status = snapshot.values.get("status", {}).get("terminal") or (Terminal.CONFIRM_REQUIRED if interrupts else "INTERRUPTED")
+        return RunReport(thread_id, str(status), dict(snapshot.values), interrupts)
+
+    async def runs(self, limit: int = 50) -> list[dict[str, Any]]:
+        return [asdict(run) for run in await store.list_runs(self.pool, limit=limit)]
+
+    async def trace(self, thread_id: str) -> list[dict[str, Any]]:
+        return [asdict(event) for event in await store.read_trace(self.pool, thread_id)]
+
+    async def _drive(self, thread_id: str, graph_input: Any, observe: Observer | None, context: RunSettings | None = None) -> RunReport:
+        state: dict[str, Any] = {}
+        try:
+            async for chunk in self.graph.astream(graph_input, _config(thread_id), context=context, stream_mode="updates"):
+                for node, update in chunk.items():
+                    if isinstance(update, dict):
+                        state.update(update)
+                        if observe:
+                            observe(node, update, state)
+        except Exception as error:
+            raise RunStopped(thread_id, error) from error
+        return await self.report(thread_id)
+
+
+def _config(thread_id: str) -> dict[str, Any]:
+    return {"configurable": {"thread_id": thread_id}, "recursion_limit": 10_000}

@@ -1,0 +1,76 @@
+"""state: the one checkpointed state object of a run, and the reducers that merge node updates.
+
+Kept small on purpose (DESIGN §3): full tool payloads live in the Postgres observation store;
+state keeps an excerpt, a hash and a pointer. `messages` and `observations` are delta channels,
+so a checkpoint stores only what a step added, not the whole history again.
+"""
+
+from __future__ import annotations
+
+from functools import reduce
+from typing import Annotated, Any, TypedDict
+
+from langchain_core.messages import AnyMessage
+from langgraph.channels import DeltaChannel
+from langgraph.graph.message import add_messages
+
+from graph.budget import add_usage
+
+
+def _fold_messages(current: list[AnyMessage] | None, writes: list[Any]) -> list[AnyMessage]:
+    return reduce(add_messages, writes, current or [])
+
+
+def merge_by_call_id(current: list[dict[str, Any]] | None, update: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Records keyed by call id: a later write for the same call updates it in place."""
+    merged = list(current or [])
+    index = {obs["call_id"]: position for position, obs in enumerate(merged)}
+    for obs in update:
+        position = index.get(obs["call_id"])
+        if position is None:
+            index[obs["call_id"]] = len(merged)
+            merged.append(obs)
+        else:
+            merged[position] = {**merged[position], **obs}
+    return merged
+
+
+def _fold_observations(current: list[dict[str, Any]] | None, writes: list[Any]) -> list[dict[str, Any]]:
+    return reduce(merge_by_call_id, writes, current or [])
+
+
+class LoopState(TypedDict, total=False):
+    """The run, as every node sees it. Values are JSON-able so Studio and the CLI can show them."""
+
+    task: dict[str, Any]
+    """The task (graph.task.Task as JSON)."""
+    settings: dict[str, Any]
+    """The run settings captured at intake (graph.task.RunSettings as JSON)."""
+    budget: dict[str, Any]
+    """The budget in force: profile defaults plus the task's overrides (graph.budget.Budget as JSON)."""
+    boundary: dict[str, Any]
+    """The autonomy boundary: profile, policy version hash, servers and tools the run may use."""
+    plan: dict[str, Any]
+    """Steps (id, description, depends_on, tools, done_when, status), the plan hash, validation errors."""
+    evidence: list[dict[str, Any]]
+    """Results of the plan's read-only evidence steps, each with its source call."""
+    messages: Annotated[list[AnyMessage], DeltaChannel(_fold_messages)]
+    """The actor's conversation: each AI tool call is paired with exactly one tool result."""
+    observations: Annotated[list[dict[str, Any]], DeltaChannel(_fold_observations)]
+    """One record per tool call, climbing the grounding ladder intended → … → committed."""
+    usage: Annotated[dict[str, Any], add_usage]
+    """Budget consumed so far; nodes send deltas, the reducer sums them."""
+    breakers: dict[str, Any]
+    """Repeated-call and circuit-breaker counters (tools.breakers), checkpointed with the run."""
+    dispatch: list[list[dict[str, Any]]]
+    """Admitted calls waiting to run, in waves: reads together, each write alone, in proposed order."""
+    approvals: Annotated[list[dict[str, Any]], merge_by_call_id]
+    """Calls waiting for a human decision, and the decisions made (one record per call id)."""
+    quality: dict[str, Any]
+    """Verification verdicts, critique scores, repair log, failure signatures, confidence."""
+    ending: dict[str, Any] | None
+    """Set by the node that decides how the run ends: {code, reason, next_safe_action}."""
+    status: dict[str, Any]
+    """Current phase and, once ended, the terminal code."""
+    result: dict[str, Any]
+    """The terminal artifact: result with provenance, failure report, or halt record."""

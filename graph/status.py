@@ -1,0 +1,39 @@
+"""status: the terminal codes of seed 001, one enum whose values equal their names."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+
+class Terminal(StrEnum):
+    SUCCESS = "SUCCESS"
+    PARTIAL_SUCCESS = "PARTIAL_SUCCESS"
+    IMPOSSIBLE = "IMPOSSIBLE"
+    MISSING_INFO = "MISSING_INFO"
+    """Waiting for the user to supply information; resumable, not final."""
+    AMBIGUOUS_INTENT = "AMBIGUOUS_INTENT"
+    CONFIRM_REQUIRED = "CONFIRM_REQUIRED"
+    """Waiting for a human approval; resumable, not final."""
+    REVIEW_REQUIRED = "REVIEW_REQUIRED"
+    """Waiting for a human review of the result; resumable, not final."""
+    BUDGET_EXHAUSTED = "BUDGET_EXHAUSTED"
+    TIMEOUT = "TIMEOUT"
+    VALIDATION_FAIL = "VALIDATION_FAIL"
+    LOW_CONFIDENCE = "LOW_CONFIDENCE"
+    SOURCE_CONFLICT = "SOURCE_CONFLICT"
+    REPEATED_FAILURE = "REPEATED_FAILURE"
+    PERMISSION_DENIED = "PERMISSION_DENIED"
+    UNSAFE_DETECTION = "UNSAFE_DETECTION"
+    UNAVAILABLE_DEP = "UNAVAILABLE_DEP"
+    USER_CANCEL = "USER_CANCEL"
+
+
+WAITING: frozenset[Terminal] = frozenset(
+    {Terminal.MISSING_INFO, Terminal.CONFIRM_REQUIRED, Terminal.REVIEW_REQUIRED}
+)
+"""Codes that describe a run paused for a human rather than a run that ended."""
+
+
+def ending(code: Terminal | str, reason: str, next_safe_action: str = "") -> dict[str, str]:
+    """How a run ends, as stored in state (plain strings: state stays JSON, never enum objects)."""
+    return {"code": Terminal(code).value, "reason": reason, "next_safe_action": next_safe_action}

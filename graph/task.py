@@ -1,0 +1,113 @@
+"""task: what a run is asked to do, and the settings it runs with (the graph's input and context).
+
+`Task` is the input schema the LangGraph server and Studio render as the task form; `RunSettings`
+is the context schema (model, profile, servers, approvals). Both are JSON-schema friendly and
+documented field by field, because those docstrings become the form's descriptions.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from graph.profiles import PROFILES, ProfileName
+
+
+class Task(BaseModel):
+    """One unit of work for the loop."""
+
+    model_config = ConfigDict(use_attribute_docstrings=True, extra="forbid")
+
+    goal: str = Field(min_length=1)
+    """What the agent should achieve, in plain words."""
+    acceptance_criteria: list[str] = Field(default_factory=list)
+    """Checks the result must pass; the judge and the critic read them."""
+    constraints: list[str] = Field(default_factory=list)
+    """Things the agent must not do or must respect while working."""
+    output_schema: dict[str, Any] | None = None
+    """JSON schema the final answer must satisfy (a hard gate in verify)."""
+    profile: ProfileName = "coding_assistant"
+    """Risk profile: sets budget defaults and permission rules."""
+    budget: dict[str, float | int | None] = Field(default_factory=dict)
+    """Per-run overrides of the profile's budget, e.g. {"tool_calls": 10}."""
+
+    @field_validator("goal")
+    @classmethod
+    def _goal_not_blank(cls, goal: str) -> str:
+        if not goal.strip():
+            raise ValueError("goal is blank; describe what the agent should achieve")
+        return goal.strip()
+
+    @field_validator("output_schema")
+    @classmethod
+    def _schema_is_valid(cls, schema: dict[str, Any] | None) -> dict[str, Any] | None:
+        if schema is not None:
+            from jsonschema import validators
+            from jsonschema.exceptions import SchemaError
+
+            try:
+                validators.validator_for(schema).check_schema(schema)
+            except SchemaError as error:
+                raise ValueError(f"output_schema is not a valid JSON schema: {error.message}") from None
+        return schema
+
+    @field_validator("budget")
+    @classmethod
+    def _budget_known(cls, budget: dict[str, Any]) -> dict[str, Any]:
+        from graph.budget import Budget
+
+        unknown = sorted(set(budget) - set(Budget.model_fields))
+        if unknown:
+            raise ValueError(f"unknown budget dimension(s) {unknown}; known: {sorted(Budget.model_fields)}")
+        Budget.model_validate({**PROFILES["coding_assistant"].model_dump(), **budget})
+        return budget
+
+    def content_hash(self) -> str:
+        """SHA-256 of the task's canonical JSON: the same task on the same thread hashes the same."""
+        canonical = json.dumps(self.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+class RunInput(BaseModel):
+    """The graph's input: a task."""
+
+    model_config = ConfigDict(use_attribute_docstrings=True)
+
+    task: Task
+    """The task to run."""
+
+
+class RunSettings(BaseModel):
+    """How a run executes: which model, which tool servers, how approvals work.
+
+    Captured into the checkpointed state at intake, so a resumed run keeps the settings it
+    started with even when the resuming process passes none.
+    """
+
+    model_config = ConfigDict(use_attribute_docstrings=True, extra="forbid")
+
+    model: str = "scripted"
+    """`scripted` for the offline scripted model, or an OpenAI-compatible model name (e.g. gpt-4o-mini)."""
+    base_url: str | None = None
+    """OpenAI-compatible endpoint; default from OPENAI_BASE_URL or the provider's."""
+    script: str | None = None
+    """Path of the scripted model's JSON script (required when model is `scripted`)."""
+    servers: dict[str, Any] | None = None
+    """MCP servers in the `mcpServers` shape; default: the shipped workspace server on `workspace_root`."""
+    workspace_root: str | None = None
+    """Directory the shipped workspace server is confined to."""
+    unattended: bool = False
+    """No human available: every `ask` decision becomes `deny`, so the run never waits."""
+    prices: dict[str, tuple[float, float]] = Field(default_factory=dict)
+    """Extra model prices, USD per million tokens: {"model": [input, output]}."""
+    tool_timeout_s: float = 30.0
+    """Per-call timeout for tools; a call that runs longer is cancelled."""
+    max_result_chars: int = 4_000
+    """Characters of one tool result the model sees; the full payload is stored."""
+    review_threshold: float = 0.5
+    """Confidence below this ends the run LOW_CONFIDENCE."""
+    commit_threshold: float = 0.8
+    """Confidence at or above this commits automatically; between the two thresholds needs review."""

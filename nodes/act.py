@@ -1,0 +1,35 @@
+"""act: ask the actor model for the next tool calls or the final answer."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from langchain_core.messages import HumanMessage, SystemMessage
+
+from graph.models import call_model
+from graph.prompts import ACTOR, SCHEMA_RULE, evidence_brief, task_brief
+from graph.services import Services, current_run_id
+
+
+async def act(state: dict[str, Any], services: Services) -> dict[str, Any]:
+    """One actor turn. The brief (task, plan progress, evidence) is rebuilt each turn, not stored."""
+    registry = await services.registry(current_run_id(), state["settings"])
+    task = state["task"]
+    schema_rule = SCHEMA_RULE.format(schema=json.dumps(task["output_schema"])) if task.get("output_schema") else ""
+    request = [
+        SystemMessage(ACTOR.format(schema_rule=schema_rule)),
+        HumanMessage(_brief(state)),
+        *state.get("messages", []),
+    ]
+    reply, usage = await call_model(state, "actor", request, tools=[spec.for_model() for spec in registry.specs()])
+    return {"messages": [reply], "usage": usage, "status": {"phase": "act"}}
+
+
+def _brief(state: dict[str, Any]) -> str:
+    steps = (state.get("plan") or {}).get("steps", [])
+    plan_lines = [f"- [{step['status']}] {step['id']}: {step['description']}" for step in steps]
+    evidence = [obs for obs in state.get("observations", []) if obs.get("phase") == "retrieve"]
+    return "\n\n".join(
+        [task_brief(state["task"]), "Plan:\n" + ("\n".join(plan_lines) or "(none)"), "Evidence:\n" + evidence_brief(evidence)]
+    )

@@ -1,0 +1,78 @@
+"""execute: run one admitted tool call (each call is its own LangGraph task, sent by the guards).
+
+Because every call is its own task, one call's failure or interrupt never re-runs a sibling.
+Writes of one run are serialized by the run's write lock; reads run freely in parallel.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from typing import Any
+
+from langchain_core.messages import ToolMessage
+
+from graph.services import Services, current_run_id
+from tools import dispatch, gateway
+from tools.outcome import CallOutcome
+
+
+async def execute(payload: dict[str, Any], services: Services) -> dict[str, Any]:
+    """`payload` is the Send argument: {"call", "settings", "retries_left"}."""
+    return await run_call(payload["call"], payload, services, phase="act")
+
+
+async def run_call(call: dict[str, Any], payload: dict[str, Any], services: Services, *, phase: str) -> dict[str, Any]:
+    """Dispatch one call and turn its outcome into exactly one tool message, one observation, usage."""
+    run_id = current_run_id()
+    settings = payload["settings"]
+    bridge = await services.bridge(run_id, settings)
+    spec = (await services.registry(run_id, settings)).get(call["name"])
+    started = time.time()
+    async with services.write_lock(run_id, exclusive=bool(call.get("side_effect"))):
+        outcome = await dispatch.call_with_retry(
+            bridge,
+            spec,
+            call["args"],
+            timeout_s=settings.get("tool_timeout_s", 30.0),
+            max_attempts=1 + max(payload.get("retries_left", 0), 0),
+        )
+    return await record_outcome(call, outcome, settings, services, started=started, phase=phase)
+
+
+async def record_outcome(
+    call: dict[str, Any], outcome: CallOutcome, settings: dict[str, Any], services: Services, *, started: float, phase: str
+) -> dict[str, Any]:
+    """Bound the payload for the model, store the full payload when cut, and ground the observation."""
+    excerpt, truncated = dispatch.bound_text(outcome.text, settings.get("max_result_chars", 4_000))
+    pointer = None
+    if truncated:
+        from checkpoints.store import put_payload
+
+        pointer = await put_payload(await services.pool(), current_run_id(), call["call_id"], outcome.text)
+    text = gateway.model_text(outcome, excerpt, truncated, call.get("warning"))
+    message = ToolMessage(text, tool_call_id=call["tool_call_id"], name=call["name"], status="success" if outcome.ok else "error")
+    observation = {
+        "call_id": call["call_id"],
+        "tool_call_id": call["tool_call_id"],
+        "tool": call["name"],
+        "server": call.get("server"),
+        "args_hash": call["args_hash"],
+        "side_effect": call.get("side_effect"),
+        "rule": call.get("rule"),
+        "phase": phase,
+        "stage": "observed" if outcome.attempts else "attempted",
+        "status": outcome.status,
+        "detail": outcome.detail,
+        "excerpt": excerpt[:1_000],
+        "truncated": truncated,
+        "pointer": pointer,
+        "sha256": hashlib.sha256(outcome.text.encode()).hexdigest(),
+        "chars": len(outcome.text),
+        "latency_ms": round(outcome.latency_ms, 3),
+        "attempts": outcome.attempts,
+        "started_at": started,
+        "ended_at": time.time(),
+    }
+    usage = {"tool_result_chars": len(excerpt), "retries": max(outcome.attempts - 1, 0)}
+    return {"messages": [message], "observations": [observation], "usage": usage}

@@ -1,0 +1,48 @@
+"""finalize: the only way to END. Writes exactly one terminal status and the terminal artifact.
+
+The artifact is the committed result with provenance (SUCCESS), or a failure report with the
+diagnosis, the partial output and the next safe action, or a halt record. Also records the run
+in the run registry and releases the run's tool servers.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from graph.budget import Budget, check_before_model_call, check_before_step
+from graph.services import Services, current_run_id
+from graph.status import Terminal, ending
+from nodes.verify import final_answer
+
+
+async def finalize(state: dict[str, Any], services: Services) -> dict[str, Any]:
+    outcome = state.get("ending") or budget_ending(state)
+    code = Terminal(outcome["code"])
+    if code == Terminal.SUCCESS:
+        artifact = {"kind": "result", **state["result"]}
+    else:
+        artifact = {
+            "kind": "halt" if code == Terminal.USER_CANCEL else "failure",
+            "code": code.value,
+            "reason": outcome["reason"],
+            "next_safe_action": outcome.get("next_safe_action", ""),
+            "diagnosis": (state.get("quality") or {}).get("verification", {}).get("failures", []),
+            "partial_output": (state.get("result") or {}).get("output") or final_answer(state),
+            "side_effects": [obs["call_id"] for obs in state.get("observations", []) if obs.get("side_effect") and obs.get("status") == "ok"],
+        }
+    run_id = current_run_id()
+    await services.close_run(run_id)
+    return {
+        "ending": outcome,
+        "result": artifact,
+        "status": {"phase": "finalize", "terminal": code.value},
+    }
+
+
+def budget_ending(state: dict[str, Any]) -> dict[str, Any]:
+    """Why a guard routed here without a node's ending: a budget that would be broken next."""
+    budget = Budget.model_validate(state["budget"])
+    exhaustion = check_before_model_call(state.get("usage", {}), budget) or check_before_step(state.get("usage", {}), budget)
+    if exhaustion is None:
+        raise RuntimeError("finalize reached with no ending and no exhausted budget; a guard is wrong")
+    return ending(exhaustion.code, exhaustion.message, exhaustion.next_safe_action)

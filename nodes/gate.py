@@ -1,0 +1,76 @@
+"""gate: decide each tool call the actor proposed, before anything runs.
+
+Refused calls get their one result message here (unknown_tool, invalid_arguments, denied,
+budget_exceeded, circuit_open, repeated_call); admitted calls are planned into dispatch waves;
+calls that need a human go to approve. Never dispatches a call itself.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from langchain_core.messages import AIMessage, ToolMessage
+
+from graph.budget import Budget, add_usage
+from graph.services import Services, current_run_id
+from graph.status import Terminal, ending
+from tools import gateway
+
+
+async def gate(state: dict[str, Any], services: Services) -> dict[str, Any]:
+    reply = _last_ai(state)
+    turn = state["usage"]["calls_by_role"].get("actor", 1) - 1
+    proposed = [
+        gateway.ProposedCall(call_id=f"a{turn}.{position}", tool_call_id=call["id"], name=call["name"], args=call["args"])
+        for position, call in enumerate(reply.tool_calls)
+    ]
+    budget = Budget.model_validate(state["budget"])
+    admissions = gateway.admit_all(
+        proposed,
+        registry=await services.registry(current_run_id(), state["settings"]),
+        rules=gateway.run_policy(state["task"]["profile"], state["settings"].get("unattended", False)),
+        budget=budget,
+        usage=state["usage"],
+        breaker_state=state.get("breakers") or {},
+        now=time.time(),
+    )
+    messages, observations, admitted, asks = [], [], [], []
+    usage: dict[str, Any] = {}
+    stopping = None
+    for admission in admissions:
+        call = admission.call
+        observations.append({**_observation(call), "stage": "intended", "status": "pending"})
+        if admission.verdict == "admit":
+            admitted.append(call)
+            usage = add_usage(usage, admission.reservation)
+        elif admission.verdict == "ask":
+            asks.append({**call, "reason": admission.message, "reservation": admission.reservation})
+        else:
+            messages.append(ToolMessage(admission.message, tool_call_id=call["tool_call_id"], name=call["name"], status="error"))
+            observations[-1].update(status=admission.verdict, detail=admission.message)
+            if admission.exhaustion is not None and stopping is None:
+                stopping = ending(Terminal.BUDGET_EXHAUSTED, admission.exhaustion.message, admission.exhaustion.next_safe_action)
+    update: dict[str, Any] = {
+        "messages": messages,
+        "observations": observations,
+        "usage": usage,
+        "dispatch": gateway.waves(admitted, budget.parallel_calls),
+        "approvals": asks,
+        "status": {"phase": "gate"},
+    }
+    if stopping:
+        update["ending"] = stopping
+    return update
+
+
+def _last_ai(state: dict[str, Any]) -> AIMessage:
+    for message in reversed(state["messages"]):
+        if isinstance(message, AIMessage):
+            return message
+    raise RuntimeError("gate reached without an actor message; the graph wiring is broken")
+
+
+def _observation(call: dict[str, Any]) -> dict[str, Any]:
+    keys = ("call_id", "tool_call_id", "name", "server", "args_hash", "side_effect", "rule")
+    return {"tool": call["name"], **{key: call.get(key) for key in keys if key != "name"}, "phase": "act"}

@@ -1,0 +1,76 @@
+"""intake: accept a task, fix the settings, budget and autonomy boundary the run will live by."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from langgraph.runtime import Runtime
+from pydantic import BaseModel, ValidationError
+
+from graph.budget import Exhaustion, empty_usage
+from graph.errors import BoundloopError
+from graph.models import model_id, price_of
+from graph.profiles import budget_for
+from graph.prompts import PROMPT_VERSION
+from graph.services import Services, current_run_id
+from graph.status import Terminal, ending
+from graph.task import RunSettings, Task
+from tools import gateway
+
+
+async def intake(state: dict[str, Any], runtime: Runtime[RunSettings], services: Services) -> dict[str, Any]:
+    """Validate the task, capture settings, start the run's tool servers, record the boundary."""
+    try:
+        task = Task.model_validate(_as_dict(state.get("task")))
+        settings = RunSettings.model_validate(_as_dict(state.get("settings") or runtime.context or {}))
+    except ValidationError as error:
+        first = error.errors()[0]
+        where = ".".join(str(part) for part in first["loc"])
+        return _refuse(Terminal.VALIDATION_FAIL, f"task rejected: {where}: {first['msg']}", "Fix the task and submit it again.")
+    budget = budget_for(task.profile, task.budget)
+    settings_json = settings.model_dump(mode="json")
+    try:
+        registry = await services.registry(current_run_id(), settings_json)
+        model = model_id(settings_json)
+    except BoundloopError as error:
+        return _refuse(Terminal.UNAVAILABLE_DEP, str(error), "Fix the configuration and run again.", settings_json)
+    except Exception as error:  # a tool server that will not start is a dependency failure, not a crash
+        return _refuse(Terminal.UNAVAILABLE_DEP, f"tool servers unavailable: {error}", "Check the MCP server configuration.", settings_json)
+    policy = gateway.run_policy(task.profile, settings.unattended)
+    update: dict[str, Any] = {
+        "task": task.model_dump(mode="json"),
+        "settings": settings_json,
+        "budget": budget.model_dump(mode="json"),
+        "boundary": {
+            "profile": task.profile,
+            "policy_hash": policy.version_hash(),
+            "unattended": settings.unattended,
+            "servers": sorted({spec.server for spec in registry.specs()}),
+            "tools": registry.names(),
+            "model": model,
+            "prompt_version": PROMPT_VERSION,
+            "task_hash": task.content_hash(),
+        },
+        "usage": empty_usage(),
+        "status": {"phase": "intake"},
+        "ending": None,
+    }
+    if budget.cost_usd is not None and price_of(settings_json, model) is None:
+        exhaustion = Exhaustion("cost_usd", 0, 0, Terminal.BUDGET_EXHAUSTED)
+        update["ending"] = ending(
+            Terminal.BUDGET_EXHAUSTED, f"budget.cost_usd cannot be computed: no price for model {model!r}.", exhaustion.next_safe_action
+        )
+    return update
+
+
+def _as_dict(value: Any) -> dict[str, Any]:
+    return value.model_dump(mode="json") if isinstance(value, BaseModel) else dict(value or {})
+
+
+def _refuse(code: Terminal, reason: str, next_action: str, settings: dict[str, Any] | None = None) -> dict[str, Any]:
+    return {
+        "settings": settings or {},
+        "usage": empty_usage(),
+        "status": {"phase": "intake"},
+        "ending": ending(code, reason, next_action),
+    }

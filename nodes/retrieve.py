@@ -1,0 +1,73 @@
+"""retrieve: run the plan's read-only evidence steps, in parallel, and keep each result with its source.
+
+Evidence calls pass the same gate as the actor's calls (a plan cannot smuggle a write in here:
+validate_plan already refused non-read-only evidence tools, and policy still decides each call).
+Their results are not part of the actor's conversation; the actor sees them in its brief.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+from graph.budget import Budget, add_usage
+from graph.services import Services, current_run_id
+from nodes.execute import run_call
+from tools import gateway
+
+
+async def retrieve(state: dict[str, Any], services: Services) -> dict[str, Any]:
+    steps = [step for step in state["plan"]["steps"] if step.get("evidence")]
+    budget = Budget.model_validate(state["budget"])
+    proposed = [
+        gateway.ProposedCall(call_id=f"r.{step['id']}", tool_call_id=f"retrieve:{step['id']}", name=step["evidence"]["tool"], args=step["evidence"]["args"])
+        for step in steps
+    ]
+    admissions = gateway.admit_all(
+        proposed,
+        registry=await services.registry(current_run_id(), state["settings"]),
+        rules=gateway.run_policy(state["task"]["profile"], state["settings"].get("unattended", False)),
+        budget=budget,
+        usage=state["usage"],
+        breaker_state=state.get("breakers") or {},
+        now=time.time(),
+    )
+    limit = asyncio.Semaphore(budget.parallel_calls)
+    retries_left = _retries_left(state, budget)
+
+    async def run(admission: gateway.Admission) -> dict[str, Any]:
+        if admission.verdict != "admit":
+            detail = admission.message if admission.verdict != "ask" else "evidence calls never wait for approval: " + admission.message
+            return {"observations": [{**admission.call, "tool": admission.call["name"], "phase": "retrieve", "stage": "intended",
+                                      "status": "denied" if admission.verdict == "ask" else admission.verdict, "detail": detail}]}
+        async with limit:
+            update = await run_call(admission.call, {"settings": state["settings"], "retries_left": retries_left}, services, phase="retrieve")
+        return {**update, "usage": add_usage(update["usage"], admission.reservation)}
+
+    updates = await asyncio.gather(*(run(admission) for admission in admissions))
+    observations = [obs for update in updates for obs in update["observations"]]
+    usage: dict[str, Any] = {}
+    for update in updates:
+        usage = add_usage(usage, update.get("usage"))
+    verified = {obs["call_id"] for obs in observations if obs["status"] == "ok"}
+    evidence = [
+        {"step_id": step["id"], "call_id": f"r.{step['id']}", "tool": step["evidence"]["tool"], "ok": f"r.{step['id']}" in verified}
+        for step in steps
+    ]
+    plan_steps = [
+        {**step, "status": "done"} if step.get("evidence") and f"r.{step['id']}" in verified else step
+        for step in state["plan"]["steps"]
+    ]
+    grounded = [{**obs, "stage": "verified", "grounded": True} if obs["status"] == "ok" else {**obs, "grounded": True} for obs in observations]
+    return {
+        "observations": grounded,
+        "evidence": evidence,
+        "usage": usage,
+        "plan": {**state["plan"], "steps": plan_steps},
+        "status": {"phase": "retrieve"},
+    }
+
+
+def _retries_left(state: dict[str, Any], budget: Budget) -> int:
+    return 2 if budget.retries is None else min(2, budget.retries - state["usage"].get("retries", 0))

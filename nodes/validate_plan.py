@@ -1,0 +1,116 @@
+"""validate_plan: check a plan deterministically — ids, dependencies acyclic, tools exist, budget fits.
+
+Never calls a model. A rejected plan goes back to the planner with its errors while replans are
+left; after that the run ends: IMPOSSIBLE when the plan needs tools the run does not have,
+VALIDATION_FAIL otherwise.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from graph.budget import Budget
+from graph.plan import plan_hash
+from graph.services import Services, current_run_id
+from graph.status import Terminal, ending
+from tools.arguments import validate as validate_arguments
+from tools.registry import ToolRegistry
+
+UNKNOWN_TOOL = "step {step}: tool {tool!r} does not exist; available: {available}"
+
+
+async def validate_plan(state: dict[str, Any], services: Services) -> dict[str, Any]:
+    plan = dict(state["plan"])
+    if blocked := plan.get("blocked"):
+        return _end(plan, blocked["code"], f"planner reports {blocked['code']}: {blocked['reason']}", "Answer the planner's question or change the task.")
+    registry = await services.registry(current_run_id(), state["settings"])
+    budget = Budget.model_validate(state["budget"])
+    errors = plan.get("errors") or plan_errors(plan["steps"], registry, budget, state.get("usage", {}))
+    if not errors:
+        return {"plan": {**plan, "valid": True, "hash": plan_hash(plan["steps"]), "errors": []}, "status": {"phase": "validate_plan"}}
+    plan = {**plan, "valid": False, "errors": errors}
+    replans_used = state.get("usage", {}).get("replans", 0)
+    if budget.replans is not None and replans_used >= budget.replans:
+        missing_tools = any("does not exist" in error for error in errors)
+        code = Terminal.IMPOSSIBLE if missing_tools else Terminal.VALIDATION_FAIL
+        reason = f"no valid plan after {replans_used + 1} attempt(s): " + "; ".join(errors)
+        return _end(plan, code, reason, "Change the task or the available tools, or allow more replans (--budget replans=N).")
+    return {"plan": plan, "usage": {"replans": 1}, "status": {"phase": "validate_plan"}}
+
+
+def plan_errors(steps: list[dict[str, Any]], registry: ToolRegistry, budget: Budget, usage: dict[str, Any]) -> list[str]:
+    """Every reason the plan cannot run, in a stable order (empty: the plan is valid)."""
+    if not steps:
+        return ["plan has no steps"]
+    errors: list[str] = []
+    ids = [step["id"] for step in steps]
+    duplicates = sorted({step_id for step_id in ids if ids.count(step_id) > 1})
+    if duplicates:
+        errors.append(f"duplicate step ids {duplicates}")
+    known = set(ids)
+    for step in steps:
+        for dependency in step.get("depends_on", []):
+            if dependency not in known:
+                errors.append(f"step {step['id']}: depends_on {dependency!r} is not a step id")
+        for tool in step.get("tools", []):
+            if tool not in registry:
+                errors.append(UNKNOWN_TOOL.format(step=step["id"], tool=tool, available=registry.names()))
+        errors.extend(_evidence_errors(step, registry))
+    if cycle := _find_cycle(steps):
+        errors.append("dependency cycle " + " -> ".join(cycle))
+    errors.extend(_budget_errors(steps, budget, usage))
+    return errors
+
+
+def _evidence_errors(step: dict[str, Any], registry: ToolRegistry) -> list[str]:
+    call = step.get("evidence")
+    if not call:
+        return []
+    spec = registry.get(call["tool"])
+    if spec is None:
+        return [UNKNOWN_TOOL.format(step=step["id"], tool=call["tool"], available=registry.names())]
+    if not spec.hints.read_only:
+        return [f"step {step['id']}: evidence tool {call['tool']!r} is not read-only; evidence steps may only read"]
+    return [f"step {step['id']}: evidence arguments: {problem}" for problem in validate_arguments(spec, call.get("args", {}))]
+
+
+def _find_cycle(steps: list[dict[str, Any]]) -> list[str] | None:
+    graph = {step["id"]: list(step.get("depends_on", [])) for step in steps}
+    visiting: list[str] = []
+    done: set[str] = set()
+
+    def visit(node: str) -> list[str] | None:
+        if node in visiting:
+            return visiting[visiting.index(node):] + [node]
+        if node in done or node not in graph:
+            return None
+        visiting.append(node)
+        for dependency in graph[node]:
+            if cycle := visit(dependency):
+                return cycle
+        visiting.pop()
+        done.add(node)
+        return None
+
+    for node in graph:
+        if cycle := visit(node):
+            return cycle
+    return None
+
+
+def _budget_errors(steps: list[dict[str, Any]], budget: Budget, usage: dict[str, Any]) -> list[str]:
+    """A lower-bound estimate: each step needs at least one tool call (seed 001 early stop)."""
+    needed_calls = sum(max(len(step.get("tools", [])), 1) for step in steps)
+    if budget.tool_calls is not None:
+        left = budget.tool_calls - usage.get("tool_calls", 0)
+        if needed_calls > left:
+            return [f"plan needs at least {needed_calls} tool calls; budget has {left} left"]
+    return []
+
+
+def _end(plan: dict[str, Any], code: str, reason: str, next_action: str) -> dict[str, Any]:
+    return {
+        "plan": plan,
+        "ending": ending(code, reason, next_action),
+        "status": {"phase": "validate_plan"},
+    }

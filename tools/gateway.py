@@ -1,0 +1,143 @@
+"""gateway: decide every proposed tool call before anything runs, then run the admitted ones.
+
+Owns the order registry → arguments → policy → budget → breakers (DESIGN §4) and the dispatch
+plan (reads together, each write alone, in proposed order). It composes the stage modules and
+holds no logic of its own beyond that order.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from graph.budget import Budget, add_usage, check_before_tool_call, tool_call_reservation
+from tools import arguments, breakers, policy
+from tools.outcome import CallOutcome
+from tools.registry import ToolRegistry, ToolSpec
+
+UNKNOWN_TOOL = "unknown_tool: no tool {name!r}; available: {available}"
+INVALID_ARGUMENTS = "invalid_arguments: {name}: {problems}. Fix the arguments and call again."
+DENIED = "denied: {name} is not permitted ({rule}: {reason})."
+BUDGET_EXCEEDED = "budget_exceeded: {message} The call was not made."
+
+
+@dataclass
+class ProposedCall:
+    """A tool call as the model proposed it, with the gateway's stable id."""
+
+    call_id: str
+    tool_call_id: str
+    name: str
+    args: Any
+
+
+@dataclass
+class Admission:
+    """The gate's verdict on one call: admit, ask a human, or a refusal code with its text."""
+
+    verdict: Literal["admit", "ask", "unknown_tool", "invalid_arguments", "denied", "budget_exceeded", "circuit_open", "repeated_call"]
+    call: dict[str, Any]
+    message: str = ""
+    warning: str | None = None
+    exhaustion: Any = None
+    reservation: dict[str, Any] = field(default_factory=dict)
+
+
+def args_hash(args: Any) -> str:
+    """Hash of the normalized arguments: canonical JSON, sorted keys."""
+    return hashlib.sha256(json.dumps(args, sort_keys=True, separators=(",", ":"), default=str).encode()).hexdigest()
+
+
+def describe(call: ProposedCall, spec: ToolSpec | None) -> dict[str, Any]:
+    """The JSON record of a call that travels through state (dispatch, approvals, observations)."""
+    record: dict[str, Any] = {
+        "call_id": call.call_id,
+        "tool_call_id": call.tool_call_id,
+        "name": call.name,
+        "args": call.args,
+        "args_hash": args_hash(call.args),
+    }
+    if spec is not None:
+        record.update(
+            server=spec.server,
+            tool=spec.name,
+            read_only=spec.hints.read_only,
+            idempotent=spec.hints.idempotent,
+            side_effect=not spec.hints.read_only,
+        )
+    return record
+
+
+def run_policy(profile: str, unattended: bool) -> policy.Policy:
+    """The policy a run lives by: its profile's preset rules, attended or not."""
+    return policy.Policy(profile=profile, unattended=unattended)
+
+
+def admit(
+    call: ProposedCall,
+    *,
+    registry: ToolRegistry,
+    rules: policy.Policy,
+    budget: Budget,
+    usage: dict[str, Any],
+    breaker_state: dict[str, Any],
+    now: float,
+) -> Admission:
+    """Run the stages in order; the first refusal wins."""
+    spec = registry.get(call.name)
+    record = describe(call, spec)
+    if spec is None:
+        return Admission("unknown_tool", record, UNKNOWN_TOOL.format(name=call.name, available=registry.names()))
+    problems = arguments.validate(spec, call.args)
+    if problems:
+        return Admission("invalid_arguments", record, INVALID_ARGUMENTS.format(name=call.name, problems="; ".join(problems)))
+    decision = policy.decide(rules, spec, call.args)
+    record["rule"] = decision.rule_id
+    if decision.action == "deny":
+        return Admission("denied", record, DENIED.format(name=call.name, rule=decision.rule_id, reason=decision.reason))
+    exhaustion = check_before_tool_call(
+        usage, budget, tool=call.name, server=spec.server, has_side_effect=not spec.hints.read_only
+    )
+    if exhaustion is not None:
+        return Admission("budget_exceeded", record, BUDGET_EXCEEDED.format(message=exhaustion.message), exhaustion=exhaustion)
+    breaker = breakers.check(breaker_state, spec, call.args, now)
+    if isinstance(breaker, breakers.Refusal):
+        return Admission(breaker.status, record, breaker.text)
+    warning = breaker.text if isinstance(breaker, breakers.RepeatWarning) else None
+    record["warning"] = warning
+    reservation = tool_call_reservation(tool=call.name, server=spec.server, has_side_effect=not spec.hints.read_only)
+    verdict: Literal["admit", "ask"] = "ask" if decision.action == "ask" else "admit"
+    return Admission(verdict, record, decision.reason, warning=warning, reservation=reservation)
+
+
+def admit_all(calls: list[ProposedCall], **context: Any) -> list[Admission]:
+    """Admit a turn's calls in order; each admitted call's reservation counts against the next."""
+    usage = context.pop("usage")
+    admissions = []
+    for call in calls:
+        admission = admit(call, usage=usage, **context)
+        if admission.reservation:
+            usage = add_usage(usage, admission.reservation)
+        admissions.append(admission)
+    return admissions
+
+
+def waves(calls: list[dict[str, Any]], parallel_cap: int) -> list[list[dict[str, Any]]]:
+    """Dispatch order: consecutive read-only calls run together (up to the cap); each write runs alone."""
+    planned: list[list[dict[str, Any]]] = []
+    for call in calls:
+        if call.get("read_only") and planned and planned[-1][0].get("read_only") and len(planned[-1]) < parallel_cap:
+            planned[-1].append(call)
+        else:
+            planned.append([call])
+    return planned
+
+
+def model_text(outcome: CallOutcome, excerpt: str, truncated: bool, warning: str | None) -> str:
+    """What the model reads for one call: the code, then the (bounded) payload."""
+    prefix = "" if outcome.ok else f"{outcome.status}: {outcome.detail} "
+    note = f"\n[warning: {warning}]" if warning else ""
+    tail = "\n[output truncated; the full payload is stored]" if truncated else ""
+    return f"{prefix}{excerpt}{tail}{note}".strip() or "(no output)"
