@@ -66,10 +66,14 @@ def model_id(settings: dict[str, Any]) -> str:
 
 
 def price_of(settings: dict[str, Any], name: str) -> tuple[float, float] | None:
-    if settings.get("model") == "scripted":
-        return (0.0, 0.0)
+    """USD per million (input, output) tokens for model `name`; None when nobody knows.
+
+    The run's own prices come first; a scripted model costs nothing unless a price is given.
+    """
     extra = {key: tuple(value) for key, value in (settings.get("prices") or {}).items()}
-    return extra.get(name) or PRICES.get(name)
+    if name in extra:
+        return extra[name]
+    return (0.0, 0.0) if settings.get("model") == "scripted" else PRICES.get(name)
 
 
 async def call_model(
