@@ -28,8 +28,8 @@ from graph.task import RunSettings, Task
 from tools.errors import ToolsError
 
 app = typer.Typer(help="boundloop: a bounded, durable, permissioned agent loop.", no_args_is_help=True, add_completion=False)
-err = Console(stderr=True)
-out = Console()
+err = Console(stderr=True, soft_wrap=True)
+out = Console(soft_wrap=True)
 
 JsonFlag = Annotated[bool, typer.Option("--json", help="Print one machine-readable JSON document.")]
 DbFlag = Annotated[Optional[str], typer.Option("--database-url", help="PostgreSQL URL (default: BOUNDLOOP_DATABASE_URL, DATABASE_URL, or the local cluster).")]
@@ -55,7 +55,8 @@ def run(
     database_url: DbFlag = None,
 ) -> None:
     """Start a run and drive it to a terminal status (or to a pending approval)."""
-    _guarded(lambda: _run(locals()))
+    options = dict(locals())
+    _guarded(lambda: _run(options))
 
 
 @app.command()
