@@ -7,8 +7,6 @@ holds no logic of its own beyond that order.
 
 from __future__ import annotations
 
-import hashlib
-import json
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -45,11 +43,6 @@ class Admission:
     reservation: dict[str, Any] = field(default_factory=dict)
 
 
-def args_hash(args: Any) -> str:
-    """Hash of the normalized arguments: canonical JSON, sorted keys."""
-    return hashlib.sha256(json.dumps(args, sort_keys=True, separators=(",", ":"), default=str).encode()).hexdigest()
-
-
 def describe(call: ProposedCall, spec: ToolSpec | None) -> dict[str, Any]:
     """The JSON record of a call that travels through state (dispatch, approvals, observations)."""
     record: dict[str, Any] = {
@@ -57,7 +50,7 @@ def describe(call: ProposedCall, spec: ToolSpec | None) -> dict[str, Any]:
         "tool_call_id": call.tool_call_id,
         "name": call.name,
         "args": call.args,
-        "args_hash": args_hash(call.args),
+        "args_hash": breakers.arguments_hash(call.args if isinstance(call.args, dict) else {"_": call.args}),
     }
     if spec is not None:
         record.update(
@@ -136,8 +129,12 @@ def waves(calls: list[dict[str, Any]], parallel_cap: int) -> list[list[dict[str,
 
 
 def model_text(outcome: CallOutcome, excerpt: str, truncated: bool, warning: str | None) -> str:
-    """What the model reads for one call: the code, then the (bounded) payload."""
-    prefix = "" if outcome.ok else f"{outcome.status}: {outcome.detail} "
+    """What the model reads for one call: the (bounded) payload, led by its code when it failed.
+
+    The bridge already words timeout and server_unavailable texts with their code; a tool's own
+    error text gets the `tool_error:` code here so the model can tell it from a result.
+    """
+    prefix = "tool_error: " if outcome.status == "tool_error" else ""
     note = f"\n[warning: {warning}]" if warning else ""
     tail = "\n[output truncated; the full payload is stored]" if truncated else ""
     return f"{prefix}{excerpt}{tail}{note}".strip() or "(no output)"

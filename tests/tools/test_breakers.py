@@ -1,0 +1,103 @@
+"""tools/breakers.py: repeated calls warn then block; circuits open, half-open and close, all driven by `now`."""
+
+from __future__ import annotations
+
+import copy
+import json
+from typing import Any
+
+from tools.breakers import (
+    BreakerSettings, Refusal, RepeatWarning, arguments_hash, check, circuit_state, record,
+)
+from tools.registry import ToolSpec
+
+SEARCH = ToolSpec(server="docs", name="search", description="", input_schema={})
+FETCH = ToolSpec(server="docs", name="fetch", description="", input_schema={})
+SETTINGS = BreakerSettings(block_at=3, failure_threshold=3, cooldown_s=30.0)
+
+
+def run(state: dict[str, Any], spec: ToolSpec, status: str, now: float, arguments: dict[str, Any] | None = None) -> dict[str, Any]:
+    return record(state, spec, arguments or {}, status, now, SETTINGS)
+
+
+def test_identical_calls_warn_on_the_second_and_are_refused_on_the_third() -> None:
+    state: dict[str, Any] = {}
+    assert check(state, SEARCH, {"q": "x", "n": 1}, 0.0, SETTINGS) is None
+    state = run(state, SEARCH, "ok", 0.0, {"q": "x", "n": 1})
+    warning = check(state, SEARCH, {"n": 1, "q": "x"}, 1.0, SETTINGS)  # same call, keys in another order
+    assert warning == RepeatWarning(
+        "repeated_call warning: docs__search was already called 1 time(s) with these exact arguments. "
+        "Use the earlier result or change the arguments; identical call number 3 will be refused."
+    )
+    state = run(state, SEARCH, "ok", 1.0, {"n": 1, "q": "x"})
+    assert check(state, SEARCH, {"q": "x", "n": 1}, 2.0, SETTINGS) == Refusal(
+        "repeated_call",
+        "repeated_call: docs__search was already called 2 times with these exact arguments, so this call was refused. "
+        "Use the earlier result, change the arguments, or take another approach.",
+    )
+    assert check(state, SEARCH, {"q": "y", "n": 1}, 2.0, SETTINGS) is None
+
+
+def test_refused_calls_do_not_count_as_calls() -> None:
+    state = run({}, SEARCH, "denied", 0.0)
+    assert check(state, SEARCH, {}, 0.0, SETTINGS) is None
+
+
+def test_circuit_opens_after_three_failures_then_half_opens_and_closes_on_success() -> None:
+    state: dict[str, Any] = {}
+    for now, arguments in ((0.0, {"q": 1}), (1.0, {"q": 2})):
+        state = run(state, SEARCH, "timeout", now, arguments)
+        assert circuit_state(state, "tool:docs__search", now, SETTINGS) == "closed"
+    state = run(state, SEARCH, "timeout", 2.0, {"q": 3})
+    assert circuit_state(state, "tool:docs__search", 2.0, SETTINGS) == "open"
+    assert check(state, SEARCH, {"q": 4}, 31.9, SETTINGS) == Refusal(
+        "circuit_open",
+        "circuit_open: MCP server 'docs' failed 3 times in a row, so calls to it are paused for 1 s more. "
+        "Use another tool meanwhile, or continue without it.",
+    )
+    assert circuit_state(state, "server:docs", 32.0, SETTINGS) == "half_open"
+    assert check(state, SEARCH, {"q": 4}, 32.0, SETTINGS) is None  # the probe may run
+    state = run(state, SEARCH, "ok", 32.5, {"q": 4})
+    assert circuit_state(state, "tool:docs__search", 33.0, SETTINGS) == "closed"
+    assert circuit_state(state, "server:docs", 33.0, SETTINGS) == "closed"
+
+
+def test_a_failed_probe_in_half_open_reopens_with_a_fresh_cooldown() -> None:
+    state: dict[str, Any] = {}
+    for i in range(3):
+        state = run(state, SEARCH, "server_unavailable", float(i), {"q": i})
+    state = run(state, SEARCH, "server_unavailable", 40.0, {"q": 9})
+    assert circuit_state(state, "server:docs", 40.0, SETTINGS) == "open"
+    assert circuit_state(state, "server:docs", 69.9, SETTINGS) == "open"
+    assert circuit_state(state, "server:docs", 70.0, SETTINGS) == "half_open"
+
+
+def test_tool_errors_open_the_tool_circuit_but_not_the_server_circuit() -> None:
+    """A tool that keeps failing is paused; the server's other tools keep working."""
+    state: dict[str, Any] = {}
+    for i in range(3):
+        state = run(state, SEARCH, "tool_error", float(i), {"q": i})
+    refusal = check(state, SEARCH, {"q": 9}, 3.0, SETTINGS)
+    assert isinstance(refusal, Refusal) and refusal.text.startswith("circuit_open: docs__search failed 3 times in a row")
+    assert circuit_state(state, "server:docs", 3.0, SETTINGS) == "closed"
+    assert check(state, FETCH, {}, 3.0, SETTINGS) is None
+
+
+def test_a_success_resets_the_failure_count() -> None:
+    state: dict[str, Any] = {}
+    for i, status in enumerate(["timeout", "timeout", "ok", "timeout", "timeout"]):
+        state = run(state, SEARCH, status, float(i), {"q": i})
+    assert circuit_state(state, "tool:docs__search", 5.0, SETTINGS) == "closed"
+
+
+def test_state_stays_plain_json_and_inputs_are_never_mutated() -> None:
+    state = run({}, SEARCH, "timeout", 0.0)
+    frozen = copy.deepcopy(state)
+    new = run(state, SEARCH, "timeout", 1.0)
+    assert state == frozen
+    assert json.loads(json.dumps(new)) == new
+
+
+def test_arguments_hash_ignores_key_order() -> None:
+    assert arguments_hash({"a": 1, "b": [1, 2]}) == arguments_hash({"b": [1, 2], "a": 1})
+    assert arguments_hash({"a": 1}) != arguments_hash({"a": "1"})
