@@ -1,0 +1,87 @@
+"""errors: everything the checkpoints package raises at its users.
+
+Class tree:
+
+    CheckpointsError
+     ├── DatabaseUnavailable     the database URL does not answer
+     ├── PostgresNotInstalled    no PostgreSQL server binaries for the embedded cluster
+     ├── ClusterStartFailed      the embedded cluster could not be created or started
+     ├── ClusterStopFailed       the embedded cluster did not shut down
+     └── LedgerConflict          a ledger entry cannot take the outcome asked for
+
+Every message names the thing, the value and the fix. Never raised for the model to read.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+_USE_EXISTING_DATABASE = "set BOUNDLOOP_DATABASE_URL to an existing PostgreSQL database"
+
+
+class CheckpointsError(Exception):
+    """Base class of the package's errors."""
+
+
+class DatabaseUnavailable(CheckpointsError):
+    """The database at `url` refused or failed the connection."""
+
+    def __init__(self, url: str, reason: str) -> None:
+        self.url = url
+        """The URL with its password masked."""
+        self.reason = reason
+        super().__init__(
+            f"database unavailable at {url}: {reason}. Fix: start PostgreSQL there, or point "
+            "BOUNDLOOP_DATABASE_URL at a reachable database (unset it to use the embedded local "
+            "cluster)."
+        )
+
+
+class PostgresNotInstalled(CheckpointsError):
+    """The embedded cluster needs initdb and pg_ctl, and none were found or installed."""
+
+    def __init__(self, reason: str) -> None:
+        self.reason = reason
+        super().__init__(
+            f"{reason}. Fix: install PostgreSQL (Debian/Ubuntu: apt-get install postgresql), "
+            f"or {_USE_EXISTING_DATABASE}."
+        )
+
+
+class ClusterStartFailed(CheckpointsError):
+    """The embedded cluster in `data_dir` could not be initialised or started."""
+
+    def __init__(self, data_dir: Path, reason: str, fix: str) -> None:
+        self.data_dir = data_dir
+        self.reason = reason
+        super().__init__(
+            f"embedded PostgreSQL in {data_dir} failed: {reason}. Fix: {fix}, "
+            f"or {_USE_EXISTING_DATABASE}."
+        )
+
+
+class ClusterStopFailed(CheckpointsError):
+    """pg_ctl could not stop the embedded cluster in `data_dir`."""
+
+    def __init__(self, data_dir: Path, reason: str) -> None:
+        self.data_dir = data_dir
+        self.reason = reason
+        super().__init__(
+            f"embedded PostgreSQL in {data_dir} did not stop: {reason}. Fix: read "
+            f"{data_dir / 'server.log'} and retry; as a last resort run "
+            f"`pg_ctl -D {data_dir} stop -m immediate` as the data dir's owner."
+        )
+
+
+class LedgerConflict(CheckpointsError):
+    """A ledger outcome was written for a key that is missing or already has one."""
+
+    def __init__(self, idempotency_key: str, status: str | None, wanted: str) -> None:
+        self.idempotency_key = idempotency_key
+        self.status = status
+        found = "no entry" if status is None else f"status {status}"
+        super().__init__(
+            f"ledger entry {idempotency_key!r} cannot become {wanted}: it has {found}; only an "
+            "INTENT can take an outcome. Fix: write_intent first, and read the stored outcome "
+            "with get_ledger_entry instead of writing a second one."
+        )

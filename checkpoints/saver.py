@@ -1,0 +1,72 @@
+"""saver: LangGraph's AsyncPostgresSaver on our pool, with its database prepared.
+
+Owns the saver's setup (once, serialised across processes) and the lock choice below. Never
+opens a database it was not given (`pool.database_url` decides which one).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
+from psycopg import AsyncConnection
+from psycopg.rows import dict_row
+from psycopg_pool import AsyncConnectionPool
+
+from checkpoints.pool import open_pool
+from checkpoints.schema import migrate
+
+_SETUP_LOCK = int.from_bytes(b"bl-saver", "big")
+_SETUP_POLL_S = 0.05
+
+
+@asynccontextmanager
+async def postgres_saver(
+    url_or_pool: str | AsyncConnectionPool,
+) -> AsyncIterator[AsyncPostgresSaver]:
+    """A saver on a database that has LangGraph's checkpoint tables and boundloop's own.
+
+    Given a URL it opens (and finally closes) its own pool; a pool passed in stays open and
+    must come from `open_pool` (setup needs autocommit connections).
+    """
+    if isinstance(url_or_pool, AsyncConnectionPool):
+        yield await _prepared_saver(url_or_pool)
+        return
+    async with await open_pool(url_or_pool) as pool:
+        yield await _prepared_saver(pool)
+
+
+async def _prepared_saver(pool: AsyncConnectionPool) -> AsyncPostgresSaver:
+    async with pool.connection() as conn:
+        await _setup_exclusively(conn)
+    await migrate(pool)
+    saver = AsyncPostgresSaver(pool)
+    # langgraph #7259: the saver holds one asyncio.Lock around every query, which serialises
+    # concurrent runs even on a pool. The lock only guards a single shared connection; on a
+    # pool each query takes its own connection, so we allow half the pool at once and leave the
+    # other half to the ledger, trace and payload writes that share it.
+    saver.lock = asyncio.Semaphore(max(1, pool.max_size // 2))  # type: ignore[assignment]
+    return saver
+
+
+async def _setup_exclusively(conn: AsyncConnection) -> None:
+    """Run AsyncPostgresSaver.setup() on `conn` while no other process runs it.
+
+    setup() is not safe for two first-time callers at once (both create the same tables).
+    It runs CREATE INDEX CONCURRENTLY, which waits for every open transaction, so a caller
+    blocked in pg_advisory_lock() would deadlock with it: waiters poll pg_try_advisory_lock
+    in short transactions instead.
+    """
+    async with conn.cursor(row_factory=dict_row) as cur:
+        while True:
+            await cur.execute("SELECT pg_try_advisory_lock(%s) AS locked", (_SETUP_LOCK,))
+            row = await cur.fetchone()
+            if row is not None and row["locked"]:
+                break
+            await asyncio.sleep(_SETUP_POLL_S)
+        try:
+            await AsyncPostgresSaver(conn).setup()
+        finally:
+            await cur.execute("SELECT pg_advisory_unlock(%s)", (_SETUP_LOCK,))

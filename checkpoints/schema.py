@@ -1,0 +1,104 @@
+"""schema: boundloop's own tables, next to LangGraph's checkpoint tables in the same database.
+
+Owns `MIGRATIONS` and `migrate`. Never reads or writes rows (`store`).
+"""
+
+from __future__ import annotations
+
+from psycopg.rows import dict_row
+from psycopg_pool import AsyncConnectionPool
+
+MIGRATIONS = [  # position = version; append, never edit or reorder
+    "CREATE TABLE IF NOT EXISTS boundloop_migrations ("
+    " v INTEGER PRIMARY KEY,"
+    " applied_at TIMESTAMPTZ NOT NULL DEFAULT now())",
+    # The run registry the CLI lists. status: a phase while running, then the terminal code.
+    "CREATE TABLE boundloop_runs ("
+    " thread_id TEXT PRIMARY KEY,"
+    " goal TEXT NOT NULL,"
+    " profile TEXT NOT NULL,"
+    " status TEXT NOT NULL,"
+    " task_hash TEXT NOT NULL,"
+    " created_at TIMESTAMPTZ NOT NULL DEFAULT now(),"
+    " updated_at TIMESTAMPTZ NOT NULL DEFAULT now(),"
+    " result JSONB,"
+    " error TEXT)",
+    "CREATE INDEX boundloop_runs_created_at_idx ON boundloop_runs (created_at DESC)",
+    # A resubmitted task is found by its hash (DESIGN §7).
+    "CREATE INDEX boundloop_runs_task_hash_idx ON boundloop_runs (task_hash)",
+    # Append-only; id orders the events of a run.
+    "CREATE TABLE boundloop_trace ("
+    " id BIGSERIAL PRIMARY KEY,"
+    " thread_id TEXT NOT NULL,"
+    " at TIMESTAMPTZ NOT NULL DEFAULT clock_timestamp(),"
+    " kind TEXT NOT NULL,"
+    " node TEXT,"
+    " data JSONB NOT NULL DEFAULT '{}')",
+    "CREATE INDEX boundloop_trace_thread_idx ON boundloop_trace (thread_id, id)",
+    # Full tool payloads; the checkpointed state keeps only a pointer, the hash and an excerpt.
+    "CREATE TABLE boundloop_payloads ("
+    " id UUID PRIMARY KEY DEFAULT gen_random_uuid(),"
+    " thread_id TEXT NOT NULL,"
+    " call_id TEXT NOT NULL,"
+    " sha256 TEXT NOT NULL,"
+    " chars INTEGER NOT NULL,"
+    " body TEXT NOT NULL,"
+    " created_at TIMESTAMPTZ NOT NULL DEFAULT now())",
+    "CREATE INDEX boundloop_payloads_thread_idx ON boundloop_payloads (thread_id)",
+    # Write-ahead ledger: INTENT before a side-effecting call, then exactly one outcome.
+    "CREATE TABLE boundloop_ledger ("
+    " idempotency_key TEXT PRIMARY KEY,"
+    " thread_id TEXT NOT NULL,"
+    " call_id TEXT NOT NULL,"
+    " step_id TEXT,"
+    " tool TEXT NOT NULL,"
+    " server TEXT NOT NULL,"
+    " args_hash TEXT NOT NULL,"
+    " status TEXT NOT NULL CHECK (status IN ('INTENT', 'COMPLETE', 'ABORT')),"
+    " result JSONB,"
+    " error TEXT,"
+    " created_at TIMESTAMPTZ NOT NULL DEFAULT now(),"
+    " updated_at TIMESTAMPTZ NOT NULL DEFAULT now())",
+    "CREATE INDEX boundloop_ledger_thread_idx ON boundloop_ledger (thread_id)",
+    # One row per approval request, bound to the exact call; single use (used_at).
+    "CREATE TABLE boundloop_approvals ("
+    " id UUID PRIMARY KEY DEFAULT gen_random_uuid(),"
+    " thread_id TEXT NOT NULL,"
+    " call_id TEXT NOT NULL,"
+    " tool TEXT NOT NULL,"
+    " args_hash TEXT NOT NULL,"
+    " interrupt_id TEXT,"
+    " decision TEXT CHECK (decision IN ('approve', 'edit', 'reject', 'respond')),"
+    " approver TEXT,"
+    " created_at TIMESTAMPTZ NOT NULL DEFAULT now(),"
+    " decided_at TIMESTAMPTZ,"
+    " expires_at TIMESTAMPTZ,"
+    " used_at TIMESTAMPTZ,"
+    " payload JSONB)",
+    "CREATE INDEX boundloop_approvals_thread_idx ON boundloop_approvals (thread_id, call_id)",
+]
+
+# Any constant works as long as nothing else in the database uses it: b"boundloo" as an int8.
+_MIGRATION_LOCK = int.from_bytes(b"boundloo", "big")
+
+
+async def migrate(pool: AsyncConnectionPool) -> int:
+    """Apply the migrations this database lacks; return the schema version now in force.
+
+    Idempotent, and safe under concurrent callers in any number of processes: one transaction
+    under an advisory lock, so a second caller waits and then finds nothing left to do.
+    """
+    async with (
+        pool.connection() as conn,
+        conn.transaction(),
+        conn.cursor(row_factory=dict_row) as cur,
+    ):
+        await cur.execute("SELECT pg_advisory_xact_lock(%s)", (_MIGRATION_LOCK,))
+        await cur.execute(MIGRATIONS[0])
+        await cur.execute("SELECT max(v) AS v FROM boundloop_migrations")
+        row = await cur.fetchone()
+        current = -1 if row is None or row["v"] is None else row["v"]
+        for version in range(current + 1, len(MIGRATIONS)):
+            await cur.execute(MIGRATIONS[version])
+            await cur.execute("INSERT INTO boundloop_migrations (v) VALUES (%s)", (version,))
+    return max(current, len(MIGRATIONS) - 1)

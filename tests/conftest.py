@@ -1,0 +1,85 @@
+"""Session-wide test fixtures: the database.
+
+One throwaway PostgreSQL cluster per test session (or the server named by
+BOUNDLOOP_TEST_ADMIN_URL, a postgresql:// URL of a superuser), and a fresh database per test.
+Sub-directories add their own conftest for everything else.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+import uuid
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
+from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
+
+import psycopg
+import pytest
+from psycopg_pool import AsyncConnectionPool
+
+from checkpoints import LocalCluster, migrate, open_pool
+
+
+@contextmanager
+def _throwaway_cluster() -> Iterator[LocalCluster]:
+    """A not yet started, non-durable cluster in a new temp dir; stopped and deleted after."""
+    base = Path(tempfile.mkdtemp(prefix="boundloop-pg-"))
+    base.chmod(0o755)  # as root, the server's unprivileged user must traverse it
+    cluster = LocalCluster(base / "pgdata", durable=False)
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def _with_database(url: str, database: str) -> str:
+    return urlunsplit(urlsplit(url)._replace(path=f"/{database}"))
+
+
+@pytest.fixture(scope="session")
+def pg_admin_url() -> Iterator[str]:
+    """A superuser URL of the session's PostgreSQL server."""
+    if url := os.environ.get("BOUNDLOOP_TEST_ADMIN_URL"):
+        yield url
+        return
+    with _throwaway_cluster() as cluster:
+        cluster.ensure_running()
+        yield cluster.url("postgres")
+
+
+@pytest.fixture
+def db_url(pg_admin_url: str) -> Iterator[str]:
+    """A fresh, empty database for this test; dropped (its sessions ended) afterwards."""
+    name = f"t_{uuid.uuid4().hex}"
+    with psycopg.connect(pg_admin_url, autocommit=True) as admin:
+        admin.execute(f"CREATE DATABASE {name}")
+    try:
+        yield _with_database(pg_admin_url, name)
+    finally:
+        with psycopg.connect(pg_admin_url, autocommit=True) as admin:
+            admin.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+
+
+@pytest.fixture
+async def pool(db_url: str) -> AsyncIterator[AsyncConnectionPool]:
+    """An open pool on this test's database, with boundloop's tables migrated."""
+    async with await open_pool(db_url) as opened:
+        await migrate(opened)
+        yield opened
+
+
+@pytest.fixture
+def cluster() -> Iterator[LocalCluster]:
+    """A local cluster of its own, not yet started, for tests of the cluster itself."""
+    with _throwaway_cluster() as fresh:
+        yield fresh
+
+
+@pytest.fixture(scope="session")
+def throwaway_cluster() -> Callable[[], AbstractContextManager[LocalCluster]]:
+    """`with throwaway_cluster() as c:` — a `cluster` for fixtures of a wider scope."""
+    return _throwaway_cluster

@@ -1,0 +1,98 @@
+#!/usr/bin/env bash
+# The test command: `bash tests/run.sh [pytest args]` (default: the whole suite).
+#
+# Makes a fresh Debian machine ready, then runs pytest. Each step is skipped when already done:
+#   1. .venv (python3 -m venv) with `pip install -e '.[dev]'` (redone when pyproject.toml changes);
+#   2. PostgreSQL server binaries (apt-get, as root, when none are found) — the suite starts its own
+#      throwaway cluster, or uses BOUNDLOOP_TEST_ADMIN_URL when set;
+#   3. the MCP test peer server-everything (npm) in tests/.peers/ — skipped with a message when npm
+#      is missing; the tests that need it skip then.
+# Runs unattended (CI=true, no stdin); needs network only to PyPI, Debian and npm.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+PEER_PACKAGE="@modelcontextprotocol/server-everything"
+PEER_VERSION="2026.8.31"
+PEERS_DIR="tests/.peers"
+VENV_PYTHON=".venv/bin/python"
+DEPS_STAMP=".venv/.boundloop-deps"
+
+say() { echo "tests/run.sh: $*" >&2; }
+
+apt_updated=""
+apt_install() {
+  if [[ $(id -u) -ne 0 ]] || ! command -v apt-get >/dev/null; then
+    say "missing: $*. Install it (Debian/Ubuntu: sudo apt-get install $*) and run again."
+    exit 1
+  fi
+  if [[ -z $apt_updated ]]; then
+    say "apt-get update"
+    DEBIAN_FRONTEND=noninteractive apt-get update -qq </dev/null
+    apt_updated=1
+  fi
+  say "apt-get install $*"
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$@" </dev/null >/dev/null
+}
+
+ensure_venv() {
+  if [[ -x $VENV_PYTHON ]]; then return; fi
+  command -v python3 >/dev/null || apt_install python3 python3-venv
+  python3 -c 'import sys; sys.exit(sys.version_info < (3, 11))' \
+    || { say "python3 is $(python3 -V 2>&1 | cut -d' ' -f2); boundloop needs 3.11 or newer."; exit 1; }
+  say "creating .venv"
+  if ! python3 -m venv .venv 2>/dev/null; then
+    rm -rf .venv  # a venv without pip: Debian keeps ensurepip in python3-venv
+    apt_install python3-venv
+    python3 -m venv .venv
+  fi
+}
+
+ensure_dependencies() {
+  local wanted
+  wanted="$(sha256sum pyproject.toml | cut -d' ' -f1)"
+  if [[ -f $DEPS_STAMP && $(cat "$DEPS_STAMP") == "$wanted" ]]; then return; fi
+  say "pip install -e '.[dev]'"
+  local log
+  # Quiet on success; the build backend's warnings and any error are shown only on failure.
+  if ! log="$("$VENV_PYTHON" -m pip install --quiet --no-input --disable-pip-version-check \
+      -e '.[dev]' 2>&1)"; then
+    echo "$log" >&2
+    exit 1
+  fi
+  echo "$wanted" >"$DEPS_STAMP"
+}
+
+ensure_postgres() {
+  if [[ -n ${BOUNDLOOP_TEST_ADMIN_URL:-} ]]; then return; fi
+  # The same search (and, as root, the same apt-get install) the embedded cluster uses.
+  "$VENV_PYTHON" - <<'PY'
+import sys
+
+from checkpoints import PostgresNotInstalled
+from checkpoints.binaries import server_bindir
+
+try:
+    server_bindir(install=True)
+except PostgresNotInstalled as error:
+    sys.exit(f"tests/run.sh: {error}")
+PY
+}
+
+ensure_peer() {
+  local installed="$PEERS_DIR/node_modules/$PEER_PACKAGE/package.json"
+  if [[ -f $installed ]] && grep -q "\"version\": \"$PEER_VERSION\"" "$installed"; then return; fi
+  if ! command -v npm >/dev/null; then
+    say "npm not found: skipping $PEER_PACKAGE; the tests that need it will skip."
+    return
+  fi
+  say "npm install $PEER_PACKAGE@$PEER_VERSION into $PEERS_DIR"
+  mkdir -p "$PEERS_DIR"
+  npm install --prefix "$PEERS_DIR" --save-exact --no-audit --no-fund --loglevel=error \
+    "$PEER_PACKAGE@$PEER_VERSION" </dev/null >/dev/null
+}
+
+ensure_venv
+ensure_dependencies
+ensure_postgres
+ensure_peer
+exec "$VENV_PYTHON" -m pytest -q "$@"
