@@ -1,0 +1,46 @@
+"""Gated calls pause the run at one interrupt per call and continue on a human decision."""
+
+from __future__ import annotations
+
+from graph.status import Terminal
+from tests.graph.conftest import CRITIC_PASS, PLAN_ONE_STEP, step
+
+DELETE = {"name": "workspace__delete_file", "args": {"path": "notes.md"}}
+MOVE = {"name": "workspace__move_file", "args": {"source": "notes.md", "destination": "old.md"}}
+
+
+async def test_two_gated_calls_wait_separately_and_each_decision_is_carried_out(run_script, runner, workspace):
+    """delete and move both ask (coding_assistant): reject one, approve the other, by interrupt id."""
+    waiting = await run_script({"planner": [PLAN_ONE_STEP], "actor": [step(calls=[DELETE, MOVE]), step("done")], "critic": [CRITIC_PASS]})
+    assert waiting.status == Terminal.CONFIRM_REQUIRED
+    by_tool = {item["value"]["name"]: item["id"] for item in waiting.interrupts}
+    assert set(by_tool) == {"workspace__delete_file", "workspace__move_file"}
+    assert {item["value"]["rule"] for item in waiting.interrupts} == {"rule:coding_assistant.delete", "rule:coding_assistant.move"}
+
+    still_waiting = await runner.resume(waiting.thread_id, decisions={by_tool["workspace__move_file"]: {"decision": "approve", "approver": "ana"}})
+    assert [item["value"]["name"] for item in still_waiting.interrupts] == ["workspace__delete_file"]
+    assert (workspace / "old.md").exists()  # the approved call ran as soon as it was approved
+
+    done = await runner.resume(waiting.thread_id, decisions={by_tool["workspace__delete_file"]: {"decision": "reject", "message": "keep it"}})
+    assert done.status == Terminal.SUCCESS
+    assert (workspace / "old.md").exists()
+    rejected = [m for m in done.values["messages"] if getattr(m, "tool_call_id", None) == "call_actor_0_0"]
+    assert rejected[0].content == "rejected: a human declined workspace__delete_file: keep it"
+
+
+async def test_an_edit_into_a_denied_call_is_refused(run_script, runner, workspace):
+    """The coding profile denies paths under secrets/: an edit cannot move a call there."""
+    waiting = await run_script({"planner": [PLAN_ONE_STEP], "actor": [step(calls=[DELETE]), step("done")], "critic": [CRITIC_PASS]})
+    [item] = waiting.interrupts
+    done = await runner.resume(waiting.thread_id, decisions={item["id"]: {"decision": "edit", "args": {"path": "secrets/key.txt"}}})
+    assert done.status == Terminal.SUCCESS
+    refused = [m for m in done.values["messages"] if getattr(m, "tool_call_id", None) == "call_actor_0_0"][0]
+    assert refused.content.startswith("denied: the edited call to workspace__delete_file is not permitted (rule:coding_assistant.secrets")
+    assert (workspace / "notes.md").exists()
+
+
+async def test_unattended_runs_never_wait_every_ask_is_denied(run_script, workspace):
+    report = await run_script({"planner": [PLAN_ONE_STEP], "actor": [step(calls=[DELETE]), step("done")], "critic": [CRITIC_PASS]}, unattended=True)
+    assert report.status == Terminal.SUCCESS and not report.interrupts
+    assert report.values["observations"][0]["status"] == "denied"
+    assert (workspace / "notes.md").exists()
