@@ -1,0 +1,25 @@
+"""models: the structured result of a sandbox run (the output schema of both tools).
+
+Owns the shape only.
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict
+
+
+class RunResult(BaseModel):
+    model_config = ConfigDict(use_attribute_docstrings=True)
+
+    exit_code: int
+    """The process's exit status; negative when a signal ended it (-9 SIGKILL, -24 SIGXCPU)."""
+    signal: str | None
+    """Name of the signal that ended the process, e.g. 'SIGKILL' after a timeout; null if it exited."""
+    stdout: str
+    stderr: str
+    timed_out: bool
+    """True when the wall-time timeout ran out and the process group was killed."""
+    truncated: bool
+    """True when stdout or stderr was longer than the server keeps; the middle was cut."""
+    duration_ms: int
+    """Wall time from start until the process ended or was killed."""
