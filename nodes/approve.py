@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict
 from graph.budget import add_usage
 from graph.services import Services, current_run_id
 from nodes.execute import record_outcome, run_call
-from tools import arguments, gateway, policy
+from tools import arguments, breakers, gateway, policy
 from tools.outcome import CallOutcome
 
 REJECTED = "rejected: a human declined {name}: {message}"
@@ -86,7 +86,7 @@ async def _run_edited(call: dict[str, Any], new_args: dict[str, Any], payload: d
     verdict = policy.decide(gateway.run_policy(payload["profile"], payload["settings"].get("unattended", False)), spec, new_args)
     if verdict.action == "deny":
         return _refused(call, "denied", EDIT_DENIED.format(name=call["name"], rule=verdict.rule_id, reason=verdict.reason))
-    edited = {**call, "args": new_args, "args_hash": gateway.args_hash(new_args)}
+    edited = {**call, "args": new_args, "args_hash": breakers.arguments_hash(new_args)}
     return _reserved(call, await run_call(edited, payload, services, phase="act"))
 
 
