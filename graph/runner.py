@@ -78,7 +78,9 @@ class Runner:
         snapshot = await self.graph.aget_state(_config(thread_id))
         if not snapshot.values:
             raise RunNotFound(f"no run {thread_id!r} in this database; list runs with `boundloop runs`")
-        if not snapshot.next:
+        # A kill can land after a task saved its writes but before the step's checkpoint: then
+        # `next` is empty while `tasks` still holds the task, and resuming applies its writes.
+        if not snapshot.next and not snapshot.tasks:
             return await self.report(thread_id)
         command = Command(resume=decisions) if decisions else None
         return await self._drive(thread_id, command, observe)
