@@ -18,7 +18,9 @@ from checkpoints.errors import (
     DatabaseUnavailable,
     LedgerConflict,
     PostgresNotInstalled,
+    RunActiveElsewhere,
 )
+from checkpoints.lease import run_lease
 from checkpoints.pool import database_url, masked, open_pool
 from checkpoints.saver import postgres_saver
 from checkpoints.schema import MIGRATIONS, migrate
@@ -54,6 +56,8 @@ __all__ = [
     "LocalCluster",
     "Payload",
     "PostgresNotInstalled",
+    "RunActiveElsewhere",
+    "run_lease",
     "Run",
     "TraceEvent",
     "append_trace",

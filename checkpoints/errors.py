@@ -7,7 +7,8 @@ Class tree:
      ├── PostgresNotInstalled    no PostgreSQL server binaries for the embedded cluster
      ├── ClusterStartFailed      the embedded cluster could not be created or started
      ├── ClusterStopFailed       the embedded cluster did not shut down
-     └── LedgerConflict          a ledger entry cannot take the outcome asked for
+     ├── LedgerConflict          a ledger entry cannot take the outcome asked for
+     └── RunActiveElsewhere      another process is driving the run
 
 Every message names the thing, the value and the fix. Never raised for the model to read.
 """
@@ -84,4 +85,15 @@ class LedgerConflict(CheckpointsError):
             f"ledger entry {idempotency_key!r} cannot become {wanted}: it has {found}; only an "
             "INTENT can take an outcome. Fix: write_intent first, and read the stored outcome "
             "with get_ledger_entry instead of writing a second one."
+        )
+
+
+class RunActiveElsewhere(CheckpointsError):
+    """Another process is driving this run (it holds the run's lease)."""
+
+    def __init__(self, thread_id: str) -> None:
+        self.thread_id = thread_id
+        super().__init__(
+            f"run {thread_id} is active elsewhere: another process holds its lease. "
+            f"Wait for that process to finish or stop it, then `boundloop resume {thread_id}`."
         )

@@ -17,6 +17,7 @@ from langgraph.runtime import Runtime
 from graph import guards
 from graph.budget import add_usage
 from graph.check import check_graph
+from graph.faults import crash_point
 from graph.services import Services, current_run_id
 from graph.state import LoopState
 from graph.task import RunInput, RunSettings
@@ -96,6 +97,7 @@ def _intake_node(services: Services) -> Node:
 
 def _phase_node(name: str, node: Node, services: Services) -> Node:
     async def phase_node(state: dict[str, Any]) -> dict[str, Any]:
+        crash_point(f"enter:{name}")
         started = time.perf_counter()
         update = await node(state, services)
         return await _settle(name, state, update, started, services)
@@ -117,4 +119,5 @@ async def _settle(name: str, state: dict[str, Any], update: dict[str, Any], star
     elapsed = time.perf_counter() - started
     update["usage"] = add_usage(update.get("usage"), {"wall_clock_s": elapsed})
     await record_node(services, current_run_id(), name, state, update, elapsed)
+    crash_point(f"leave:{name}")
     return update

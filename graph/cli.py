@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import signal
 import sys
 import uuid
 from importlib import resources
@@ -221,9 +222,28 @@ def _report_json(report: RunReport) -> dict[str, Any]:
 def _with_runner(database_url: str | None, body: Any, *, install: bool = False) -> None:
     async def main() -> None:
         async with Runner(database_url, install_postgres=install) as runner:
+            _stop_on_signals(runner)
             await body(runner)
 
     asyncio.run(main())
+
+
+def _stop_on_signals(runner: Runner) -> None:
+    """Ctrl-C or SIGTERM: stop at the next safe point, resumable. A second Ctrl-C exits at once;
+    every step already saved stays saved, and the ledger reconciles a call cut off mid-flight."""
+    loop = asyncio.get_running_loop()
+    received = 0
+
+    def on_signal() -> None:
+        nonlocal received
+        received += 1
+        if received > 1:
+            os._exit(130)
+        err.print("[yellow]stopping at the next safe point; press Ctrl-C again to exit at once[/yellow]")
+        runner.cancel()
+
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(signum, on_signal)
 
 
 def _guarded(action: Any) -> None:

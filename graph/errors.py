@@ -6,6 +6,7 @@
     ├── ScriptError          the scripted model's script is unusable
     │   └── ScriptExhausted  the run asked for more steps of a role than the script has
     ├── RunNotFound          no run with that id in this database
+    ├── RunExists            the thread already holds a run (of another task, or unfinished)
     └── RunStopped           a run stopped on an error; it keeps its last checkpoint
 
 Tool failures the model can correct travel as tool results (tools.outcome), not as these.
@@ -45,3 +46,11 @@ class RunStopped(BoundloopError):
             f"fix the cause and continue with `boundloop resume {run_id}`."
         )
         self.run_id = run_id
+
+
+class RunExists(BoundloopError):
+    def __init__(self, run_id: str, status: str) -> None:
+        super().__init__(
+            f"run {run_id} already exists with status {status} for a different or unfinished task; "
+            f"continue it with `boundloop resume {run_id}` or start a new run without --thread."
+        )

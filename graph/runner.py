@@ -7,6 +7,7 @@ where the run stands: ended (a terminal code) or waiting for a human (pending in
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from contextlib import AsyncExitStack
 from dataclasses import asdict, dataclass, field
@@ -15,11 +16,12 @@ from typing import Any, Callable
 from langgraph.types import Command
 
 from checkpoints import store
+from checkpoints.lease import run_lease
 from checkpoints.pool import database_url, open_pool
 from checkpoints.saver import postgres_saver
 from checkpoints.schema import migrate
 from graph.builder import build_graph
-from graph.errors import RunNotFound, RunStopped
+from graph.errors import RunExists, RunNotFound, RunStopped
 from graph.services import Services
 from graph.status import Terminal
 from graph.task import RunSettings, Task
@@ -54,6 +56,7 @@ class Runner:
         self._url = url
         self._install = install_postgres
         self._stack = AsyncExitStack()
+        self._cancel = asyncio.Event()
 
     async def __aenter__(self) -> "Runner":
         url = self._url or database_url(install=self._install)
@@ -70,8 +73,19 @@ class Runner:
         await self._stack.aclose()
 
     async def start(self, task: Task, settings: RunSettings, *, thread_id: str | None = None, observe: Observer | None = None) -> RunReport:
+        """Start a run. Resubmitting a task that already committed on this thread returns the
+        committed result without running anything."""
         thread_id = thread_id or f"run-{uuid.uuid4().hex[:12]}"
+        existing = await store.get_run(self.pool, thread_id)
+        if existing is not None:
+            if existing.task_hash == task.content_hash() and existing.status == Terminal.SUCCESS:
+                return await self.report(thread_id)
+            raise RunExists(thread_id, existing.status)
         return await self._drive(thread_id, {"task": task.model_dump(mode="json")}, observe, context=settings)
+
+    def cancel(self) -> None:
+        """Stop the run being driven at the next safe point (after the current step is saved)."""
+        self._cancel.set()
 
     async def resume(self, thread_id: str, *, decisions: dict[str, Any] | None = None, observe: Observer | None = None) -> RunReport:
         """Continue a run from its last checkpoint: after a crash (no decisions) or with human decisions."""
@@ -101,16 +115,32 @@ class Runner:
 
     async def _drive(self, thread_id: str, graph_input: Any, observe: Observer | None, context: RunSettings | None = None) -> RunReport:
         state: dict[str, Any] = {}
-        try:
-            async for chunk in self.graph.astream(graph_input, _config(thread_id), context=context, stream_mode="updates"):
-                for node, update in chunk.items():
-                    if isinstance(update, dict):
-                        state.update(update)
-                        if observe:
-                            observe(node, update, state)
-        except Exception as error:
-            raise RunStopped(thread_id, error) from error
+        async with run_lease(self.pool, thread_id):
+            try:
+                # durability="sync": each step's checkpoint is written before the next step starts,
+                # so a kill or a cancel loses at most the step in flight.
+                stream = self.graph.astream(graph_input, _config(thread_id), context=context, stream_mode="updates", durability="sync")
+                async for chunk in stream:
+                    for node, update in chunk.items():
+                        if isinstance(update, dict):
+                            state.update(update)
+                            if observe:
+                                observe(node, update, state)
+                    if self._cancel.is_set():
+                        await stream.aclose()
+                        return await self._halt(thread_id)
+            except Exception as error:
+                raise RunStopped(thread_id, error) from error
         return await self.report(thread_id)
+
+    async def _halt(self, thread_id: str) -> RunReport:
+        """A cancelled run: USER_CANCEL in the registry, its checkpoint left resumable."""
+        report = await self.report(thread_id)
+        task = report.values.get("task") or {}
+        await store.upsert_run(self.pool, thread_id=thread_id, goal=str(task.get("goal", "")), profile=str(task.get("profile", "")),
+                               status=Terminal.USER_CANCEL, task_hash=(report.values.get("boundary") or {}).get("task_hash", ""))
+        report.status = Terminal.USER_CANCEL
+        return report
 
 
 def _config(thread_id: str) -> dict[str, Any]:

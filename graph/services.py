@@ -8,7 +8,6 @@ through the `Services` the graph was built with; the server-exported graph uses 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import sys
 from typing import Any
 
@@ -59,10 +58,8 @@ class Services:
                 self._bridges[run_id] = bridge
             return bridge
 
-    def write_lock(self, run_id: str, *, exclusive: bool) -> contextlib.AbstractAsyncContextManager[Any]:
-        """Side-effecting calls of one run go one at a time; read-only calls take no lock."""
-        if not exclusive:
-            return contextlib.nullcontext()
+    def write_lock(self, run_id: str) -> asyncio.Lock:
+        """Side-effecting calls of one run go one at a time (approved calls may arrive together)."""
         return self._write_locks.setdefault(run_id, asyncio.Lock())
 
     async def registry(self, run_id: str, settings: dict[str, Any]) -> ToolRegistry:

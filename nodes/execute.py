@@ -1,7 +1,8 @@
 """execute: run one admitted tool call (each call is its own LangGraph task, sent by the guards).
 
 Because every call is its own task, one call's failure or interrupt never re-runs a sibling.
-Writes of one run are serialized by the run's write lock; reads run freely in parallel.
+Reads run freely in parallel. Side-effecting calls go one at a time (the run's write lock) and
+through the write-ahead ledger, so a crash and resume never sends a completed call again.
 """
 
 from __future__ import annotations
@@ -13,8 +14,12 @@ from typing import Any
 from langchain_core.messages import ToolMessage
 
 from graph.services import Services, current_run_id
-from tools import dispatch, gateway
+from tools import dispatch, gateway, ledger
 from tools.outcome import CallOutcome
+
+
+NO_RESPONSE = frozenset({"timeout", "server_unavailable", "cancelled", "unknown_after_crash"})
+"""Outcomes of a call that was sent but never answered: the ladder stops at `attempted`."""
 
 
 async def execute(payload: dict[str, Any], services: Services) -> dict[str, Any]:
@@ -29,14 +34,22 @@ async def run_call(call: dict[str, Any], payload: dict[str, Any], services: Serv
     bridge = await services.bridge(run_id, settings)
     spec = (await services.registry(run_id, settings)).get(call["name"])
     started = time.time()
-    async with services.write_lock(run_id, exclusive=bool(call.get("side_effect"))):
-        outcome = await dispatch.call_with_retry(
-            bridge,
-            spec,
-            call["args"],
+
+    async def send(arguments: dict[str, Any]) -> CallOutcome:
+        return await dispatch.call_with_retry(
+            bridge, spec, arguments,
             timeout_s=settings.get("tool_timeout_s", 30.0),
             max_attempts=1 + max(payload.get("retries_left", 0), 0),
         )
+
+    if not call.get("side_effect"):
+        outcome = await send(call["args"])
+    else:
+        key = ledger.idempotency_key(run_id, call.get("step_id"), call["call_id"], call["args_hash"])
+        async with services.write_lock(run_id):
+            outcome = await ledger.run_once(
+                await services.pool(), key=key, run_id=run_id, call=call, spec=spec, step_id=call.get("step_id"), send=send
+            )
     return await record_outcome(call, outcome, settings, services, started=started, phase=phase)
 
 
@@ -61,7 +74,7 @@ async def record_outcome(
         "side_effect": call.get("side_effect"),
         "rule": call.get("rule"),
         "phase": phase,
-        "stage": "observed" if outcome.attempts else "attempted",
+        "stage": "attempted" if outcome.status in NO_RESPONSE else "observed",
         "status": outcome.status,
         "detail": outcome.detail,
         "excerpt": excerpt[:1_000],

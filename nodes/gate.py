@@ -38,8 +38,9 @@ async def gate(state: dict[str, Any], services: Services) -> dict[str, Any]:
     messages, observations, admitted, asks = [], [], [], []
     usage: dict[str, Any] = {}
     stopping = None
+    steps = (state.get("plan") or {}).get("steps", [])
     for admission in admissions:
-        call = admission.call
+        call = {**admission.call, "step_id": _step_for(steps, admission.call["name"])}
         observations.append({**_observation(call), "stage": "intended", "status": "pending"})
         if admission.verdict == "admit":
             admitted.append(call)
@@ -62,6 +63,11 @@ async def gate(state: dict[str, Any], services: Services) -> dict[str, Any]:
     if stopping:
         update["ending"] = stopping
     return update
+
+
+def _step_for(steps: list[dict[str, Any]], tool: str) -> str | None:
+    """The plan step a call serves: the first pending step that expects its tool."""
+    return next((step["id"] for step in steps if step["status"] == "pending" and tool in step.get("tools", [])), None)
 
 
 def _last_ai(state: dict[str, Any]) -> AIMessage:

@@ -2,7 +2,8 @@
 
 An `ok` observation is promoted to `verified`; anything else stays where it is, with its code.
 Plan steps are marked done only when every tool they expect has a verified observation.
-Also settles the breakers (repeated calls, circuits) and the wave's wall-clock time.
+Also settles the breakers (repeated calls, circuits) and the wave's wall-clock time, and sends
+a call whose outcome a crash made unknown to human review.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from graph.services import Services, current_run_id
+from graph.status import Terminal, ending
 from tools import breakers
 
 
@@ -39,6 +41,12 @@ async def observe(state: dict[str, Any], services: Services) -> dict[str, Any]:
     }
     if plan := state.get("plan"):
         update["plan"] = {**plan, "steps": advance(plan.get("steps", []), verified_tools)}
+    if unknown := [obs for obs in fresh if obs["status"] == "unknown_after_crash"]:
+        update["ending"] = ending(
+            Terminal.REVIEW_REQUIRED,
+            "outcome unknown after a crash: " + "; ".join(f"{obs['tool']} ({obs['call_id']}, {obs['detail']})" for obs in unknown),
+            "Check whether these calls took effect, then start a new run from the partial result.",
+        )
     return update
 
 

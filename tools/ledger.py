@@ -1,0 +1,80 @@
+"""ledger: run a side-effecting call at most once per idempotency key, across crashes and resumes.
+
+Write-ahead: INTENT is recorded before the call is sent, COMPLETE or ABORT after it returns.
+On a resumed run the ledger answers first:
+  COMPLETE → the stored result is reused; the tool is not called again;
+  ABORT    → the stored failure is returned (a failed call, as before the crash);
+  INTENT   → the outcome is unknown. A tool that is safe to repeat (idempotent, or one that takes
+             our idempotency key) is sent again with the same key; any other becomes
+             `unknown_after_crash` and goes to a human with the evidence.
+Never decides permission or budget; the gate did that before the call reached here.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any, Awaitable, Callable
+
+from psycopg_pool import AsyncConnectionPool
+
+from checkpoints import store
+from graph.faults import crash_point, crash_while
+from tools.outcome import CallOutcome
+from tools.registry import ToolSpec
+
+KEY_ARGUMENT = "idempotency_key"
+UNKNOWN_AFTER_CRASH = (
+    "unknown_after_crash: {tool} was sent before a crash and its outcome was never recorded; "
+    "it is not safe to send again. A human must check whether it took effect."
+)
+REUSED = "result reused from the ledger; the tool was not called again"
+
+
+def idempotency_key(run_id: str, step_id: str | None, call_id: str, args_hash: str) -> str:
+    """Derived from the run, the plan step, the call's position and its normalized arguments.
+
+    Never from the model's tool_call_id: models mint new ids when they retry. The call's position
+    (`call_id`, e.g. `a3.1`) comes from checkpointed state, so it is the same after a resume.
+    """
+    material = "\x1f".join([run_id, step_id or "", call_id, args_hash])
+    return "bl-" + hashlib.sha256(material.encode()).hexdigest()[:40]
+
+
+def takes_key(spec: ToolSpec) -> bool:
+    return KEY_ARGUMENT in (spec.input_schema or {}).get("properties", {})
+
+
+def safe_to_repeat(spec: ToolSpec) -> bool:
+    """A call whose outcome is unknown may be sent again only if repeating it cannot double it."""
+    return spec.hints.idempotent or takes_key(spec)
+
+
+Send = Callable[[dict[str, Any]], Awaitable[CallOutcome]]
+
+
+async def run_once(
+    pool: AsyncConnectionPool, *, key: str, run_id: str, call: dict[str, Any], spec: ToolSpec, step_id: str | None, send: Send
+) -> CallOutcome:
+    """Send `call` through `send` unless the ledger already knows how it ended."""
+    entry = await store.get_ledger_entry(pool, key)
+    if entry is not None and entry.status == "COMPLETE":
+        return CallOutcome("ok", text=entry.result["text"], structured=entry.result.get("structured"), detail=REUSED)
+    if entry is not None and entry.status == "ABORT":
+        failed = entry.result or {}
+        return CallOutcome(failed.get("status", "tool_error"), text=entry.error or "", detail="failure recorded in the ledger before a resume")
+    if entry is not None and not safe_to_repeat(spec):
+        return CallOutcome("unknown_after_crash", text=UNKNOWN_AFTER_CRASH.format(tool=call["name"]), detail=f"ledger key {key}")
+    if entry is None:
+        crash_point("tool:before_intent")
+        await store.write_intent(pool, idempotency_key=key, thread_id=run_id, call_id=call["call_id"], step_id=step_id,
+                                 tool=spec.name, server=spec.server, args_hash=call["args_hash"])
+        crash_point("tool:after_intent")
+    arguments = {**call["args"], KEY_ARGUMENT: key} if takes_key(spec) else call["args"]
+    async with crash_while("tool:during_call"):
+        outcome = await send(arguments)
+    crash_point("tool:after_call")
+    if outcome.ok:
+        await store.write_complete(pool, key, {"text": outcome.text, "structured": outcome.structured})
+    else:
+        await store.write_abort(pool, key, outcome.text or outcome.detail)
+    return outcome
