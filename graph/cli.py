@@ -27,6 +27,7 @@ from graph.progress import Progress, render_report, render_runs, render_trace
 from graph.runner import RunReport, Runner
 from graph.task import RunSettings, Task
 from tools.errors import ToolsError
+from tools.policy import load_policy
 
 app = typer.Typer(help="boundloop: a bounded, durable, permissioned agent loop.", no_args_is_help=True, add_completion=False)
 err = Console(stderr=True, soft_wrap=True)
@@ -50,6 +51,7 @@ def run(
     config: Annotated[Optional[Path], typer.Option("--config", help="JSON config file: model, base_url, api_key, servers, prices.")] = None,
     workspace: Annotated[Optional[Path], typer.Option("--workspace", help="Root of the shipped workspace server (default: current directory).")] = None,
     servers: Annotated[Optional[Path], typer.Option("--servers", help="MCP servers file in the mcpServers JSON shape.")] = None,
+    policy: Annotated[Optional[Path], typer.Option("--policy", help="Permission rules file (JSON): {\"rules\": [{\"action\", \"server\", \"tool\", \"arguments\", \"id\"}]}.")] = None,
     unattended: Annotated[bool, typer.Option("--unattended", help="No human: every ask becomes deny; never waits.")] = False,
     thread: Annotated[Optional[str], typer.Option("--thread", help="Run id (thread id) to use.")] = None,
     as_json: JsonFlag = False,
@@ -106,6 +108,8 @@ def _run(options: dict[str, Any]) -> None:
     settings = _settings(options)
     task = _task(options)
     model_for(settings.model_dump(mode="json"))  # fail fast on a missing key or a bad script, before any run exists
+    if settings.policy:
+        load_policy(settings.policy)
     _with_runner(
         options["database_url"],
         lambda runner: _drive(runner, runner.start(task, settings, thread_id=options["thread"], observe=_observer(options["as_json"])), options["as_json"]),
@@ -137,6 +141,8 @@ def _settings(options: dict[str, Any]) -> RunSettings:
             values[key] = str(options[key])
     if options["servers"]:
         values["servers"] = _read_json(options["servers"], "servers")
+    if options["policy"]:
+        values["policy"] = _read_json(options["policy"], "policy")
     values["workspace_root"] = str((options["workspace"] or Path(values.get("workspace_root") or ".")).resolve())
     try:
         return RunSettings.model_validate(values)

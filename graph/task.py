@@ -99,6 +99,9 @@ class RunSettings(BaseModel):
     """MCP servers in the `mcpServers` shape; default: the shipped workspace server on `workspace_root`."""
     workspace_root: str | None = None
     """Directory the shipped workspace server is confined to."""
+    policy: dict[str, Any] | None = None
+    """User permission rules, in the policy-file shape {"rules": [...], "trusted_servers": [...]};
+    applied together with the profile's presets (deny > ask > allow > default)."""
     unattended: bool = False
     """No human available: every `ask` decision becomes `deny`, so the run never waits."""
     prices: dict[str, tuple[float, float]] = Field(default_factory=dict)

@@ -83,7 +83,7 @@ async def _run_edited(call: dict[str, Any], new_args: dict[str, Any], payload: d
     spec = (await services.registry(current_run_id(), payload["settings"])).get(call["name"])
     if problems := arguments.validate(spec, new_args):
         return _refused(call, "invalid_arguments", EDIT_INVALID.format(name=call["name"], problems="; ".join(problems)))
-    verdict = policy.decide(gateway.run_policy(payload["profile"], payload["settings"].get("unattended", False)), spec, new_args)
+    verdict = policy.decide(gateway.run_policy(payload["settings"], payload["profile"]), spec, new_args)
     if verdict.action == "deny":
         return _refused(call, "denied", EDIT_DENIED.format(name=call["name"], rule=verdict.rule_id, reason=verdict.reason))
     edited = {**call, "args": new_args, "args_hash": breakers.arguments_hash(new_args)}

@@ -16,6 +16,7 @@ from graph.services import Services, current_run_id
 from graph.status import Terminal, ending
 from graph.task import RunSettings, Task
 from tools import gateway
+from tools.errors import PolicyError
 
 
 async def intake(state: dict[str, Any], runtime: Runtime[RunSettings], services: Services) -> dict[str, Any]:
@@ -36,7 +37,10 @@ async def intake(state: dict[str, Any], runtime: Runtime[RunSettings], services:
         return _refuse(Terminal.UNAVAILABLE_DEP, str(error), "Fix the configuration and run again.", settings_json)
     except Exception as error:  # a tool server that will not start is a dependency failure, not a crash
         return _refuse(Terminal.UNAVAILABLE_DEP, f"tool servers unavailable: {error}", "Check the MCP server configuration.", settings_json)
-    policy = gateway.run_policy(task.profile, settings.unattended)
+    try:
+        policy = gateway.run_policy(settings_json, task.profile)
+    except PolicyError as error:
+        return _refuse(Terminal.VALIDATION_FAIL, str(error), "Fix the policy rules and run again.", settings_json)
     update: dict[str, Any] = {
         "task": task.model_dump(mode="json"),
         "settings": settings_json,

@@ -27,7 +27,7 @@ async def retrieve(state: dict[str, Any], services: Services) -> dict[str, Any]:
     admissions = gateway.admit_all(
         proposed,
         registry=await services.registry(current_run_id(), state["settings"]),
-        rules=gateway.run_policy(state["task"]["profile"], state["settings"].get("unattended", False)),
+        rules=gateway.run_policy(state["settings"], state["task"]["profile"]),
         budget=budget,
         usage=state["usage"],
         breaker_state=state.get("breakers") or {},

@@ -63,9 +63,11 @@ def describe(call: ProposedCall, spec: ToolSpec | None) -> dict[str, Any]:
     return record
 
 
-def run_policy(profile: str, unattended: bool) -> policy.Policy:
-    """The policy a run lives by: its profile's preset rules, attended or not."""
-    return policy.Policy(profile=profile, unattended=unattended)
+def run_policy(settings: dict[str, Any], profile: str) -> policy.Policy:
+    """The policy a run lives by: the user's policy (RunSettings.policy) with the task's profile
+    presets, attended or not. The run's profile and unattended flag override the file's."""
+    user = policy.load_policy(settings.get("policy") or {})
+    return user.model_copy(update={"profile": profile, "unattended": bool(settings.get("unattended"))})
 
 
 def admit(

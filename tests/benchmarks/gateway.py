@@ -33,7 +33,7 @@ async def main(reps: int) -> None:
     servers = load_servers({"mcpServers": {"probe": {"command": sys.executable, "args": [str(PROBE)], "trusted": True}}})
     async with MCPBridge(servers) as bridge:
         registry = ToolRegistry(bridge.specs())
-        policy = gateway.run_policy("coding_assistant", unattended=True)
+        policy = gateway.run_policy({"unattended": True}, "coding_assistant")
         budget = Budget(tool_calls=None, parallel_calls=8)
 
         async def through_gateway(name: str, args_list: list[dict]) -> float:

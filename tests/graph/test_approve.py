@@ -44,3 +44,16 @@ async def test_unattended_runs_never_wait_every_ask_is_denied(run_script, worksp
     assert report.status == Terminal.SUCCESS and not report.interrupts
     assert report.values["observations"][0]["status"] == "denied"
     assert (workspace / "notes.md").exists()
+
+
+async def test_a_user_policy_rule_applies_with_the_profile_and_is_named_in_the_result(run_script):
+    """A deny rule from the user's policy refuses a read the profile would allow."""
+    rules = {"rules": [{"id": "no-notes", "action": "deny", "server": "workspace", "tool": "read_file", "arguments": {"path": "notes.md"}}]}
+    report = await run_script(
+        {"planner": [PLAN_ONE_STEP], "actor": [step(calls=[{"name": "workspace__read_file", "args": {"path": "notes.md"}}]), step("done")],
+         "critic": [CRITIC_PASS]},
+        policy=rules,
+    )
+    observation = report.values["observations"][0]
+    assert (observation["status"], observation["rule"]) == ("denied", "rule:no-notes")
+    assert report.values["boundary"]["policy_hash"] != ""
