@@ -8,7 +8,8 @@ Class tree:
      ├── ClusterStartFailed      the embedded cluster could not be created or started
      ├── ClusterStopFailed       the embedded cluster did not shut down
      ├── LedgerConflict          a ledger entry cannot take the outcome asked for
-     └── RunActiveElsewhere      another process is driving the run
+     ├── RunActiveElsewhere      another process is driving the run
+     └── ApprovalRefused         a decision does not fit the request it names
 
 Every message names the thing, the value and the fix. Never raised for the model to read.
 """
@@ -96,4 +97,15 @@ class RunActiveElsewhere(CheckpointsError):
         super().__init__(
             f"run {thread_id} is active elsewhere: another process holds its lease. "
             f"Wait for that process to finish or stop it, then `boundloop resume {thread_id}`."
+        )
+
+
+class ApprovalRefused(CheckpointsError):
+    """A decision that cannot be applied to the approval request it names."""
+
+    def __init__(self, thread_id: str, call_id: str, reason: str) -> None:
+        self.reason = reason
+        super().__init__(
+            f"decision for call {call_id} of run {thread_id} refused: {reason}. "
+            f"See what is waiting with `boundloop pending`."
         )

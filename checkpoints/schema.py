@@ -76,6 +76,7 @@ MIGRATIONS = [  # position = version; append, never edit or reorder
     " used_at TIMESTAMPTZ,"
     " payload JSONB)",
     "CREATE INDEX boundloop_approvals_thread_idx ON boundloop_approvals (thread_id, call_id)",
+    "CREATE UNIQUE INDEX boundloop_approvals_call_key ON boundloop_approvals (thread_id, call_id)",
 ]
 
 # Any constant works as long as nothing else in the database uses it: b"boundloo" as an int8.

@@ -23,7 +23,7 @@ from rich.console import Console
 from checkpoints.errors import CheckpointsError
 from graph.errors import BoundloopError, ConfigError
 from graph.models import model_for
-from graph.progress import Progress, render_report, render_runs, render_trace
+from graph.progress import Progress, render_pending, render_report, render_runs, render_trace
 from graph.runner import RunReport, Runner
 from graph.task import RunSettings, Task
 from tools.errors import ToolsError
@@ -102,6 +102,58 @@ def show(run_id: str, as_json: JsonFlag = False, database_url: DbFlag = None) ->
             render_report(out, report)
 
     _guarded(lambda: _with_runner(database_url, body))
+
+
+@app.command()
+def pending(run_id: Annotated[Optional[str], typer.Argument(help="Only this run.")] = None, as_json: JsonFlag = False, database_url: DbFlag = None) -> None:
+    """List approvals waiting for a human, across all runs."""
+
+    async def body(runner: Runner) -> None:
+        rows = await runner.pending(run_id)
+        out.print_json(json.dumps(rows, default=str)) if as_json else render_pending(out, rows)
+
+    _guarded(lambda: _with_runner(database_url, body))
+
+
+@app.command()
+def approve(
+    run_id: str,
+    call_id: str,
+    edit: Annotated[Optional[str], typer.Option("--edit", help="Run with these arguments instead (JSON); re-validated and re-checked by policy.")] = None,
+    respond: Annotated[Optional[str], typer.Option("--respond", help="Do not run the tool; give the model this result.")] = None,
+    approver: Annotated[str, typer.Option("--as", help="Who approves (recorded).")] = os.environ.get("USER", "cli"),
+    as_json: JsonFlag = False,
+    database_url: DbFlag = None,
+) -> None:
+    """Approve a waiting call (or edit it, or answer for it), then continue the run."""
+    if edit is not None:
+        decision: dict[str, Any] = {"decision": "edit", "args": _parse_json(edit, "--edit"), "approver": approver}
+    elif respond is not None:
+        decision = {"decision": "respond", "result": respond, "approver": approver}
+    else:
+        decision = {"decision": "approve", "approver": approver}
+    _guarded(lambda: _with_runner(database_url, lambda runner: _drive(runner, runner.decide(run_id, call_id, decision, observe=_observer(as_json)), as_json)))
+
+
+@app.command()
+def reject(
+    run_id: str,
+    call_id: str,
+    message: Annotated[str, typer.Option("--message", "-m", help="Why; the model reads it.")] = "rejected",
+    approver: Annotated[str, typer.Option("--as", help="Who rejects (recorded).")] = os.environ.get("USER", "cli"),
+    as_json: JsonFlag = False,
+    database_url: DbFlag = None,
+) -> None:
+    """Reject a waiting call with a message the model sees, then continue the run."""
+    decision = {"decision": "reject", "message": message, "approver": approver}
+    _guarded(lambda: _with_runner(database_url, lambda runner: _drive(runner, runner.decide(run_id, call_id, decision, observe=_observer(as_json)), as_json)))
+
+
+def _parse_json(text: str, flag: str) -> Any:
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as error:
+        raise ConfigError(f"{flag} is not valid JSON ({error.msg} at column {error.colno}); e.g. {flag} '{{\"path\": \"a.md\"}}'") from None
 
 
 def _run(options: dict[str, Any]) -> None:

@@ -89,3 +89,14 @@ def used_of(usage: dict[str, Any], dimension: str) -> float:
     if dimension in maps:
         return max(usage.get(maps[dimension], {}).values(), default=0)
     return usage.get(dimension, 0)
+
+
+def render_pending(console: Console, rows: list[dict[str, Any]]) -> None:
+    table = Table("run", "call", "tool", "asked by", "since", "expires", "arguments")
+    for row in rows:
+        payload = row.get("payload") or {}
+        table.add_row(row["thread_id"], row["call_id"], row["tool"], payload.get("rule") or "", str(row["created_at"])[:19],
+                      str(row.get("expires_at") or "—")[:19], str(payload.get("args"))[:60])
+    console.print(table)
+    if rows:
+        console.print("decide with: boundloop approve RUN CALL  |  boundloop reject RUN CALL --message TEXT")

@@ -8,6 +8,7 @@ where the run stands: ended (a terminal code) or waiting for a human (pending in
 from __future__ import annotations
 
 import asyncio
+import time
 import uuid
 from contextlib import AsyncExitStack
 from dataclasses import asdict, dataclass, field
@@ -15,7 +16,8 @@ from typing import Any, Callable
 
 from langgraph.types import Command
 
-from checkpoints import store
+from checkpoints import approvals, store
+from checkpoints.errors import ApprovalRefused
 from checkpoints.lease import run_lease
 from checkpoints.pool import database_url, open_pool
 from checkpoints.saver import postgres_saver
@@ -96,8 +98,26 @@ class Runner:
         # `next` is empty while `tasks` still holds the task, and resuming applies its writes.
         if not snapshot.next and not snapshot.tasks:
             return await self.report(thread_id)
+        decisions = decisions or _expired_rejections(snapshot.interrupts)
         command = Command(resume=decisions) if decisions else None
         return await self._drive(thread_id, command, observe)
+
+    async def decide(self, thread_id: str, call_id: str, decision: dict[str, Any], *, observe: Observer | None = None) -> RunReport:
+        """Decide one pending approval (bound to its call and argument hash), then continue the run."""
+        snapshot = await self.graph.aget_state(_config(thread_id))
+        waiting = {item.value.get("call_id"): item for item in snapshot.interrupts if isinstance(item.value, dict)}
+        if call_id not in waiting:
+            known = sorted(key for key in waiting if key)
+            raise ApprovalRefused(thread_id, call_id, f"nothing is waiting for it; waiting: {known or 'nothing'}")
+        item = waiting[call_id]
+        if decision.get("args_hash") not in (None, item.value.get("args_hash")):
+            raise ApprovalRefused(thread_id, call_id, "the decision is for other arguments than the ones the request was made for (argument hash mismatch)")
+        bound = {**decision, "call_id": call_id, "args_hash": item.value.get("args_hash")}
+        return await self.resume(thread_id, decisions={item.id: bound}, observe=observe)
+
+    async def pending(self, thread_id: str | None = None) -> list[dict[str, Any]]:
+        """Approval requests waiting for a human, across all runs unless one is named."""
+        return [asdict(row) for row in await approvals.pending_approvals(self.pool, thread_id)]
 
     async def report(self, thread_id: str) -> RunReport:
         snapshot = await self.graph.aget_state(_config(thread_id))
@@ -141,6 +161,16 @@ class Runner:
                                status=Terminal.USER_CANCEL, task_hash=(report.values.get("boundary") or {}).get("task_hash", ""))
         report.status = Terminal.USER_CANCEL
         return report
+
+
+def _expired_rejections(interrupts: Any) -> dict[str, Any]:
+    """Pending approvals past their expiry, answered as rejections when a run is resumed."""
+    now = time.time()
+    return {
+        item.id: {"decision": "reject", "message": "approval expired before a decision", "approver": "boundloop:expiry"}
+        for item in interrupts
+        if isinstance(item.value, dict) and item.value.get("expires_at") is not None and item.value["expires_at"] < now
+    }
 
 
 def _config(thread_id: str) -> dict[str, Any]:

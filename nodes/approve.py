@@ -1,8 +1,11 @@
 """approve: ask a human about one gated call, then carry out the decision.
 
 One `interrupt()` per gated call (each call is its own task), with a typed response schema so
-clients and Studio render a form. Nothing with a side effect happens before the interrupt: on
-resume this node re-runs from its start and `interrupt()` returns the stored decision.
+clients and Studio render a form. Before the interrupt the node only records the request (our
+own bookkeeping, idempotent); no tool runs before it: on resume this node re-runs from its start
+and `interrupt()` returns the stored decision. The decision is bound to the exact call — run,
+call id, argument hash — and used once (checkpoints.approvals); a decision that does not fit is
+refused and the human is asked again. An expired request is decided as a rejection.
 """
 
 from __future__ import annotations
@@ -14,6 +17,8 @@ from langchain_core.messages import ToolMessage
 from langgraph.types import interrupt
 from pydantic import BaseModel, ConfigDict
 
+from checkpoints import approvals, store
+from checkpoints.errors import ApprovalRefused
 from graph.budget import add_usage
 from graph.services import Services, current_run_id
 from nodes.execute import record_outcome, run_call
@@ -21,8 +26,11 @@ from tools import arguments, breakers, gateway, policy
 from tools.outcome import CallOutcome
 
 REJECTED = "rejected: a human declined {name}: {message}"
+EXPIRED = "approval for {name} expired before a decision; treated as a rejection"
 EDIT_INVALID = "invalid_arguments: the edited arguments for {name} are invalid: {problems}"
 EDIT_DENIED = "denied: the edited call to {name} is not permitted ({rule}: {reason})"
+MAX_ASKS = 3
+"""Refused decisions before the call is taken as rejected (each refusal asks again)."""
 
 
 class ApprovalDecision(BaseModel):
@@ -40,15 +48,23 @@ class ApprovalDecision(BaseModel):
     result: str | None = None
     """The tool result to hand the model instead of running the tool (decision `respond`)."""
     approver: str | None = None
-    """Who decided; recorded in the trace."""
+    """Who decided; recorded with the decision and in the trace."""
+    call_id: str | None = None
+    """The call this decision is for; when given it must match the request."""
+    args_hash: str | None = None
+    """The argument hash the approver saw; when given it must match the request."""
 
 
 async def approve(payload: dict[str, Any], services: Services) -> dict[str, Any]:
     """`payload` is the Send argument: {"call", "settings", "profile", "retries_left", "usage"}."""
     call = payload["call"]
-    answer = interrupt(_request(call, payload), response_schema=ApprovalDecision)
-    decision = ApprovalDecision.model_validate(answer)
-    record = {"call_id": call["call_id"], "decision": decision.decision, "approver": decision.approver, "at": time.time()}
+    run_id, pool = current_run_id(), await services.pool()
+    request = _request(call, payload)
+    await approvals.request_approval(pool, thread_id=run_id, call_id=call["call_id"], tool=call["name"],
+                                     args_hash=call["args_hash"], expires_at=call.get("expires_at"), payload=request)
+    decision, recorded = await _decision(request, call, pool, run_id)
+    await store.append_trace(pool, run_id, "approval", node="approve",
+                             data={"call_id": call["call_id"], "decision": decision.decision, "approver": decision.approver})
     if decision.decision == "approve":
         update = _reserved(call, await run_call(call, payload, services, phase="act"))
     elif decision.decision == "edit":
@@ -57,9 +73,53 @@ async def approve(payload: dict[str, Any], services: Services) -> dict[str, Any]
         outcome = CallOutcome("ok", text=decision.result or "", detail="result given by a human; the tool was not run")
         update = await record_outcome(call, outcome, payload["settings"], services, started=time.time(), phase="act")
     else:
-        text = REJECTED.format(name=call["name"], message=decision.message or "no reason given")
-        update = _refused(call, "rejected", text)
+        update = _refused(call, "rejected", decision.message or REJECTED.format(name=call["name"], message="no reason given"))
+    if payload["settings"].get("count_wait_time") and recorded is not None:
+        waited = (recorded.decided_at - recorded.created_at).total_seconds()
+        update["usage"] = add_usage(update.get("usage"), {"wall_clock_s": waited})
+    record = {"call_id": call["call_id"], "decision": decision.decision, "approver": decision.approver}
     return {**update, "approvals": [record]}
+
+
+async def _decision(request: dict[str, Any], call: dict[str, Any], pool: Any, run_id: str) -> tuple[ApprovalDecision, Any]:
+    """Ask until a decision fits the request (at most MAX_ASKS times), then use it once."""
+    refusal = None
+    for _ in range(MAX_ASKS):
+        asked = request if refusal is None else {**request, "refused": refusal}
+        decision = ApprovalDecision.model_validate(interrupt(asked, response_schema=ApprovalDecision))
+        refusal = _binding_problem(decision, call)
+        if refusal is None:
+            try:
+                recorded = await _claim(pool, run_id, call, decision)
+            except ApprovalRefused as error:
+                refusal = error.reason
+                continue
+            if recorded.expires_at is not None and recorded.decided_at > recorded.expires_at:
+                return ApprovalDecision(decision="reject", message=EXPIRED.format(name=call["name"]), approver=decision.approver), recorded
+            if decision.decision == "reject":
+                decision = decision.model_copy(update={"message": REJECTED.format(name=call["name"], message=decision.message or "no reason given")})
+            return decision, recorded
+    return ApprovalDecision(decision="reject", message=f"rejected: no valid decision after {MAX_ASKS} answers ({refusal})"), None
+
+
+def _binding_problem(decision: ApprovalDecision, call: dict[str, Any]) -> str | None:
+    if decision.call_id is not None and decision.call_id != call["call_id"]:
+        return f"the decision names call {decision.call_id}, the request is for {call['call_id']}"
+    if decision.args_hash is not None and decision.args_hash != call["args_hash"]:
+        return "the decision is for other arguments than the ones the request was made for (argument hash mismatch)"
+    return None
+
+
+async def _claim(pool: Any, run_id: str, call: dict[str, Any], decision: ApprovalDecision) -> Any:
+    """Use the request once. A node re-run after a crash finds its own decision already recorded."""
+    try:
+        return await approvals.decide(pool, thread_id=run_id, call_id=call["call_id"], args_hash=call["args_hash"],
+                                      decision=decision.decision, approver=decision.approver, interrupt_id=None)
+    except ApprovalRefused:
+        recorded = await approvals.get_approval(pool, run_id, call["call_id"])
+        if recorded is not None and recorded.decision == decision.decision:
+            return recorded
+        raise
 
 
 def _request(call: dict[str, Any], payload: dict[str, Any]) -> dict[str, Any]:
@@ -74,7 +134,9 @@ def _request(call: dict[str, Any], payload: dict[str, Any]) -> dict[str, Any]:
         "rule": call.get("rule"),
         "reason": call.get("reason"),
         "side_effect": call.get("side_effect"),
-        "budget_used": payload.get("usage", {}),
+        "reversibility": call.get("reversibility"),
+        "expires_at": call.get("expires_at"),
+        "budget_used": {key: payload.get("usage", {}).get(key) for key in ("model_turns", "tool_calls", "cost_usd", "wall_clock_s")},
     }
 
 

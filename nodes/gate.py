@@ -39,6 +39,8 @@ async def gate(state: dict[str, Any], services: Services) -> dict[str, Any]:
     usage: dict[str, Any] = {}
     stopping = None
     steps = (state.get("plan") or {}).get("steps", [])
+    timeout_s = state["settings"].get("approval_timeout_s")
+    expires_at = time.time() + timeout_s if timeout_s is not None else None
     for admission in admissions:
         call = {**admission.call, "step_id": _step_for(steps, admission.call["name"])}
         observations.append({**_observation(call), "stage": "intended", "status": "pending"})
@@ -46,7 +48,7 @@ async def gate(state: dict[str, Any], services: Services) -> dict[str, Any]:
             admitted.append(call)
             usage = add_usage(usage, admission.reservation)
         elif admission.verdict == "ask":
-            asks.append({**call, "reason": admission.message, "reservation": admission.reservation})
+            asks.append({**call, "reason": admission.message, "reservation": admission.reservation, "expires_at": expires_at})
         else:
             messages.append(ToolMessage(admission.message, tool_call_id=call["tool_call_id"], name=call["name"], status="error"))
             observations[-1].update(status=admission.verdict, detail=admission.message)

@@ -1,0 +1,90 @@
+"""approvals: the record of every approval request and decision, bound to the exact call.
+
+A request is keyed by (run, call id) and carries the tool and the hash of the arguments it was
+asked about. A decision is single use: it is accepted once, for that call and that hash, before
+the request expires; a replay, a decision for another hash, or one for an unknown call is
+refused with `ApprovalRefused`. Expiry is the caller's to apply (an expired request is decided
+as a rejection), because only the caller knows its clock.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from psycopg.types.json import Jsonb
+from psycopg_pool import AsyncConnectionPool
+
+from checkpoints.errors import ApprovalRefused
+
+REQUEST = """
+INSERT INTO boundloop_approvals (thread_id, call_id, tool, args_hash, expires_at, payload)
+VALUES (%(thread_id)s, %(call_id)s, %(tool)s, %(args_hash)s, to_timestamp(%(expires_at)s), %(payload)s)
+ON CONFLICT (thread_id, call_id) DO NOTHING"""
+PENDING = """
+SELECT * FROM boundloop_approvals
+WHERE decision IS NULL AND (%(thread_id)s::text IS NULL OR thread_id = %(thread_id)s)
+ORDER BY created_at"""
+GET = "SELECT * FROM boundloop_approvals WHERE thread_id = %s AND call_id = %s"
+DECIDE = """
+UPDATE boundloop_approvals
+SET decision = %(decision)s, approver = %(approver)s, decided_at = now(), used_at = now(), interrupt_id = %(interrupt_id)s
+WHERE thread_id = %(thread_id)s AND call_id = %(call_id)s AND decision IS NULL AND args_hash = %(args_hash)s
+RETURNING *"""
+
+
+@dataclass(frozen=True)
+class Approval:
+    id: Any
+    thread_id: str
+    call_id: str
+    tool: str
+    args_hash: str
+    interrupt_id: str | None
+    decision: str | None
+    approver: str | None
+    created_at: datetime
+    decided_at: datetime | None
+    expires_at: datetime | None
+    used_at: datetime | None
+    payload: Any
+
+
+async def request_approval(
+    pool: AsyncConnectionPool, *, thread_id: str, call_id: str, tool: str, args_hash: str, expires_at: float | None, payload: Any
+) -> None:
+    """Record that a call waits for a human. Idempotent: a re-run node asks again harmlessly."""
+    async with pool.connection() as conn:
+        await conn.execute(REQUEST, {"thread_id": thread_id, "call_id": call_id, "tool": tool, "args_hash": args_hash,
+                                     "expires_at": expires_at, "payload": Jsonb(payload)})
+
+
+async def pending_approvals(pool: AsyncConnectionPool, thread_id: str | None = None) -> list[Approval]:
+    """Requests without a decision, oldest first, across all runs unless one is named."""
+    async with pool.connection() as conn:
+        rows = await (await conn.execute(PENDING, {"thread_id": thread_id})).fetchall()
+    return [Approval(**row) for row in rows]
+
+
+async def get_approval(pool: AsyncConnectionPool, thread_id: str, call_id: str) -> Approval | None:
+    async with pool.connection() as conn:
+        row = await (await conn.execute(GET, (thread_id, call_id))).fetchone()
+    return None if row is None else Approval(**row)
+
+
+async def decide(
+    pool: AsyncConnectionPool, *, thread_id: str, call_id: str, args_hash: str, decision: str, approver: str | None, interrupt_id: str | None
+) -> Approval:
+    """Use the request once. Refuses an unknown call, a decided one (replay), another hash (tampering)."""
+    async with pool.connection() as conn:
+        row = await (await conn.execute(DECIDE, {"thread_id": thread_id, "call_id": call_id, "args_hash": args_hash, "decision": decision,
+                                                  "approver": approver, "interrupt_id": interrupt_id})).fetchone()
+    if row is not None:
+        return Approval(**row)
+    current = await get_approval(pool, thread_id, call_id)
+    if current is None:
+        raise ApprovalRefused(thread_id, call_id, "no approval was requested for this call")
+    if current.decision is not None:
+        raise ApprovalRefused(thread_id, call_id, f"it was already decided ({current.decision} by {current.approver or 'unknown'}); a decision is single use")
+    raise ApprovalRefused(thread_id, call_id, "the decision is for other arguments than the ones the request was made for (argument hash mismatch)")
