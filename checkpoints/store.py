@@ -105,6 +105,7 @@ UPDATE boundloop_ledger SET status = %s, result = %s, error = %s, updated_at = n
 WHERE idempotency_key = %s AND status = 'INTENT'
 RETURNING *"""
 GET_LEDGER_ENTRY = "SELECT * FROM boundloop_ledger WHERE idempotency_key = %s"
+RUN_LEDGER = "SELECT * FROM boundloop_ledger WHERE thread_id = %s ORDER BY created_at, idempotency_key"
 
 
 # -- runs ------------------------------------------------------------------------------------
@@ -225,6 +226,11 @@ async def write_abort(pool: AsyncConnectionPool, idempotency_key: str, error: st
 async def get_ledger_entry(pool: AsyncConnectionPool, idempotency_key: str) -> LedgerEntry | None:
     row = await _maybe_one(pool, GET_LEDGER_ENTRY, (idempotency_key,))
     return None if row is None else LedgerEntry(**row)
+
+
+async def run_ledger(pool: AsyncConnectionPool, thread_id: str) -> list[LedgerEntry]:
+    """Every ledger entry of a run, in the order the calls were first intended."""
+    return [LedgerEntry(**row) for row in await _all(pool, RUN_LEDGER, (thread_id,))]
 
 
 async def _write_outcome(

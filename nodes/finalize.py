@@ -1,8 +1,9 @@
 """finalize: the only way to END. Writes exactly one terminal status and the terminal artifact.
 
 The artifact is the committed result with provenance (SUCCESS), or a failure report with the
-diagnosis, the partial output and the next safe action, or a halt record. Also records the run
-in the run registry and releases the run's tool servers.
+diagnosis, the partial output and the next safe action, or a halt record. A quality failure
+rolls the run's side effects back first (nodes/_rollback.py) and lists what needs a person.
+Also releases the run's tool servers.
 """
 
 from __future__ import annotations
@@ -11,7 +12,9 @@ from typing import Any
 
 from graph.budget import Budget, check_before_model_call, check_before_step
 from graph.services import Services, current_run_id
+from checkpoints import store
 from graph.status import Terminal, ending
+from nodes._rollback import ROLLS_BACK, roll_back
 from nodes.verify import final_answer
 
 
@@ -31,6 +34,12 @@ async def finalize(state: dict[str, Any], services: Services) -> dict[str, Any]:
             "side_effects": [obs["call_id"] for obs in state.get("observations", []) if obs.get("side_effect") and obs.get("status") == "ok"],
         }
     run_id = current_run_id()
+    if code in ROLLS_BACK:
+        compensations = await roll_back(run_id, state["settings"], services)
+        artifact["compensations"] = compensations
+        artifact["manual_action_required"] = [item for item in compensations if item["status"] in ("manual_action_required", "failed")]
+        if compensations:
+            await store.append_trace(await services.pool(), run_id, "compensation", node="finalize", data={"outcomes": compensations})
     await services.close_run(run_id)
     return {
         "ending": outcome,

@@ -74,7 +74,8 @@ async def run_once(
         outcome = await send(arguments)
     crash_point("tool:after_call")
     if outcome.ok:
-        await store.write_complete(pool, key, {"text": outcome.text, "structured": outcome.structured})
+        # The arguments sent are kept with the result: compensating the call needs both.
+        await store.write_complete(pool, key, {"text": outcome.text, "structured": outcome.structured, "arguments": arguments})
     else:
         await store.write_abort(pool, key, outcome.text or outcome.detail)
     return outcome

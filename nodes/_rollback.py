@@ -1,0 +1,37 @@
+"""rollback: undo a failed run's side effects (the saga), from what the ledger recorded.
+
+Which endings roll back is a choice: quality failures and a reviewer's rejection do; budget,
+timeout, cancel and waiting endings keep their partial work, because they can be extended,
+resumed or decided. Compensations run last effect first and are idempotent, so finalize may
+run them again after a crash without undoing twice.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from checkpoints import store
+from graph.services import Services
+from graph.status import Terminal
+from tools import saga
+from tools.registry import qualified_name
+
+ROLLS_BACK: frozenset[str] = frozenset(
+    {Terminal.VALIDATION_FAIL, Terminal.REPEATED_FAILURE, Terminal.LOW_CONFIDENCE, Terminal.UNSAFE_DETECTION}
+)
+
+
+async def roll_back(run_id: str, settings: dict[str, Any], services: Services) -> list[dict[str, Any]]:
+    """Compensate every completed side effect of the run; return one outcome per effect."""
+    entries = [entry for entry in await store.run_ledger(await services.pool(), run_id) if entry.status == "COMPLETE"]
+    if not entries:
+        return []
+    registry = await services.registry(run_id, settings)
+    effects = [
+        saga.Effect(call_id=entry.call_id, spec=spec, arguments=entry.result.get("arguments", {}),
+                    structured=entry.result.get("structured"), key=entry.idempotency_key)
+        for entry in entries
+        if (spec := registry.get(qualified_name(entry.server, entry.tool))) is not None
+    ]
+    bridge = await services.bridge(run_id, settings)
+    return list(await saga.compensate(bridge, effects, timeout_s=settings.get("tool_timeout_s", 30.0)))
