@@ -1,4 +1,5 @@
-"""approvals_prompt: ask a person at the terminal to decide pending approvals, one by one."""
+"""approvals_prompt: ask a person at the terminal to decide what a run waits for, one by one:
+tool approvals, questions, budget extensions, result reviews and plan approvals."""
 
 from __future__ import annotations
 
@@ -16,6 +17,11 @@ def ask_decisions(interrupts: list[dict[str, Any]]) -> dict[str, Any]:
     decisions: dict[str, Any] = {}
     for item in interrupts:
         request = item["value"]
+        if request.get("type") != "tool_approval":
+            decisions[item["id"]] = _escalation(request)
+            continue
+        if request.get("refused"):
+            typer.echo(f"\nThe last decision was refused: {request['refused']}")
         typer.echo(f"\nApproval needed: {request.get('name')} ({request.get('rule')}: {request.get('reason')})")
         typer.echo(json.dumps(request.get("args"), indent=2))
         choice = typer.prompt("[a]pprove, [r]eject, [e]dit, re[s]pond", default="a").strip().lower()[:1]
@@ -29,6 +35,22 @@ def ask_decisions(interrupts: list[dict[str, Any]]) -> dict[str, Any]:
         else:
             decisions[item["id"]] = {"decision": "approve", "approver": approver}
     return decisions
+
+
+def _escalation(request: dict[str, Any]) -> dict[str, Any]:
+    """Answer a question, a budget extension, a review or a plan approval."""
+    approver = os.environ.get("USER", "terminal")
+    kind = request.get("type")
+    if kind == "ask_user":
+        return {"answer": typer.prompt(f"\n{request['question']}\nanswer (empty to stop)", default=""), "approver": approver}
+    if kind == "budget_extension":
+        typer.echo(f"\n{request['reason']}")
+        limit = typer.prompt(f"new limit for {request['dimension']} (empty to stop)", default="")
+        return {"grant": {request["dimension"]: json.loads(limit)} if limit else None, "approver": approver}
+    shown = request.get("output") if kind == "review" else json.dumps(request.get("steps"), indent=2)
+    typer.echo(f"\n{kind}: {request.get('reason', '')}\n{shown}")
+    accepted = typer.confirm("accept?", default=True)
+    return {"accept": accepted, "message": None if accepted else typer.prompt("why", default="rejected"), "approver": approver}
 
 
 def _edit(args: dict[str, Any]) -> dict[str, Any]:

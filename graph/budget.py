@@ -49,6 +49,8 @@ class Budget(BaseModel):
     """Automatic retries of failed safe (read-only or idempotent) tool calls, all calls together."""
     parallel_calls: int = 4
     """Read-only calls dispatched at once."""
+    escalations: int | None = 5
+    """Times a run may stop to ask a human (a question, a budget extension, a review)."""
 
 
 USAGE_COUNTERS = (
@@ -64,6 +66,7 @@ USAGE_COUNTERS = (
     "tool_result_chars",
     "retries",
     "unpriced_model_calls",
+    "escalations",
 )
 USAGE_MAPS = ("per_tool", "per_server", "calls_by_role")
 
@@ -198,7 +201,7 @@ def remaining(usage: dict[str, Any], budget: Budget) -> dict[str, float | None]:
     left: dict[str, float | None] = {}
     for dimension in Budget.model_fields:
         limit = getattr(budget, dimension)
-        if dimension == "parallel_calls":
+        if dimension in ("parallel_calls", "escalations"):
             continue
         left[dimension] = None if limit is None else max(limit - usage.get(dimension, 0), 0)
     return left

@@ -26,6 +26,7 @@ from nodes.act import act
 from nodes.approve import approve
 from nodes.commit import commit
 from nodes.critique import critique
+from nodes.escalate import escalate
 from nodes.execute import execute
 from nodes.finalize import finalize
 from nodes.gate import gate
@@ -50,6 +51,7 @@ PHASES: dict[str, Node] = {
     "critique": critique,
     "repair": repair,
     "commit": commit,
+    "escalate": escalate,
     "finalize": finalize,
 }
 TOOL_TASKS: dict[str, Node] = {"execute": execute, "approve": approve}
@@ -71,7 +73,7 @@ def build_graph(*, checkpointer: BaseCheckpointSaver | None = None, services: Se
     builder.add_conditional_edges("validate_plan", guards.route_after_validate)
     builder.add_conditional_edges("retrieve", guards.route_after_retrieve)
     builder.add_conditional_edges("act", guards.route_after_act)
-    tool_routes = ["approve", "execute", "act", "finalize"]
+    tool_routes = ["approve", "execute", "act", "escalate", "finalize"]
     builder.add_conditional_edges("gate", guards.route_tool_calls, tool_routes)
     builder.add_edge("execute", "observe")
     builder.add_edge("approve", "observe")
@@ -79,7 +81,8 @@ def build_graph(*, checkpointer: BaseCheckpointSaver | None = None, services: Se
     builder.add_conditional_edges("verify", guards.route_after_verify)
     builder.add_conditional_edges("critique", guards.route_after_critique)
     builder.add_conditional_edges("repair", guards.route_after_repair)
-    builder.add_edge("commit", "finalize")
+    builder.add_conditional_edges("commit", guards.route_after_commit)
+    builder.add_conditional_edges("escalate", guards.route_after_escalate)
     builder.add_edge("finalize", END)
     compiled = builder.compile(checkpointer=checkpointer, name="boundloop")
     check_graph(compiled)

@@ -16,6 +16,7 @@ BOUNDED_BY: dict[str, str] = {
     "plan": "budget.replans and budget.model_turns",
     "act": "budget.model_turns and budget.tool_calls",
     "repair": "budget.repairs",
+    "escalate": "budget.escalations (and a human answers each one)",
     "approve": "the turn's pending approvals (each call is decided once, then leaves the queue)",
     "execute": "the turn's dispatch waves (each wave runs once, then observe removes it)",
 }

@@ -121,15 +121,22 @@ def approve(
     call_id: str,
     edit: Annotated[Optional[str], typer.Option("--edit", help="Run with these arguments instead (JSON); re-validated and re-checked by policy.")] = None,
     respond: Annotated[Optional[str], typer.Option("--respond", help="Do not run the tool; give the model this result.")] = None,
+    grant: Annotated[list[str], typer.Option("--grant", help="Budget extension: a new limit, e.g. tool_calls=60 (repeatable).")] = [],
+    answer: Annotated[Optional[str], typer.Option("--answer", help="Answer to a question the run asked (missing information).")] = None,
     approver: Annotated[str, typer.Option("--as", help="Who approves (recorded).")] = os.environ.get("USER", "cli"),
     as_json: JsonFlag = False,
     database_url: DbFlag = None,
 ) -> None:
-    """Approve a waiting call (or edit it, or answer for it), then continue the run."""
+    """Approve what a run waits for — a call (or edit it, or answer for it), a plan, a result, a budget
+    extension (--grant), a question (--answer) — then continue the run."""
     if edit is not None:
         decision: dict[str, Any] = {"decision": "edit", "args": _parse_json(edit, "--edit"), "approver": approver}
     elif respond is not None:
         decision = {"decision": "respond", "result": respond, "approver": approver}
+    elif grant:
+        decision = {"decision": "approve", "grant": _budget_overrides(grant), "approver": approver}
+    elif answer is not None:
+        decision = {"decision": "approve", "answer": answer, "approver": approver}
     else:
         decision = {"decision": "approve", "approver": approver}
     _guarded(lambda: _with_runner(database_url, lambda runner: _drive(runner, runner.decide(run_id, call_id, decision, observe=_observer(as_json)), as_json)))

@@ -1,8 +1,10 @@
 """guards: the conditional edges. Pure, deterministic functions of the checkpointed state.
 
 Every edge first asks whether the run must stop (a node's ending, or a budget that the next
-step would break) and routes to finalize if so; only then does it pick the next phase.
-Routes that fan out return one `Send` per tool call, so each call is its own task.
+step would break). A stop goes to `escalate` when a human can resolve it (missing information,
+an ambiguous task, a budget that could be extended, a result to review) and the run is attended;
+otherwise to `finalize`. Only then does the edge pick the next phase. Routes that fan out return
+one `Send` per tool call, so each call is its own task.
 """
 
 from __future__ import annotations
@@ -13,73 +15,117 @@ from langchain_core.messages import AIMessage
 from langgraph.types import Send
 
 from graph.budget import Budget, check_before_model_call, check_before_step
+from graph.status import Terminal
 
-Finalize = Literal["finalize"]
+Stop = Literal["escalate", "finalize"]
+ASK_A_HUMAN = frozenset({Terminal.MISSING_INFO, Terminal.AMBIGUOUS_INTENT, Terminal.REVIEW_REQUIRED, Terminal.BUDGET_EXHAUSTED, Terminal.TIMEOUT})
+"""Endings a person can resolve: answer, extend, or review."""
+
+
+def _budget(state: dict[str, Any]) -> Budget:
+    return Budget.model_validate(state["budget"])
 
 
 def must_stop(state: dict[str, Any]) -> bool:
-    return bool(state.get("ending")) or check_before_step(state.get("usage", {}), Budget.model_validate(state["budget"])) is not None
+    return bool(state.get("ending")) or check_before_step(state.get("usage", {}), _budget(state)) is not None
 
 
 def may_call_model(state: dict[str, Any]) -> bool:
-    return not must_stop(state) and check_before_model_call(state.get("usage", {}), Budget.model_validate(state["budget"])) is None
+    return not must_stop(state) and check_before_model_call(state.get("usage", {}), _budget(state)) is None
 
 
-def route_after_intake(state: dict[str, Any]) -> Literal["plan", "finalize"]:
-    return "plan" if "budget" in state and may_call_model(state) else "finalize"
-
-
-def route_after_plan(state: dict[str, Any]) -> Literal["validate_plan", "finalize"]:
-    return "finalize" if must_stop(state) else "validate_plan"
-
-
-def route_after_validate(state: dict[str, Any]) -> Literal["plan", "retrieve", "act", "finalize"]:
-    if must_stop(state):
+def stop(state: dict[str, Any]) -> Stop:
+    """Where a stopping run goes: a human who can resolve it, or the end."""
+    if state.get("settings", {}).get("unattended") or "budget" not in state:
         return "finalize"
+    code = (state.get("ending") or {}).get("code") or _exhausted_code(state)
+    escalations_left = _budget(state).escalations is None or state["usage"].get("escalations", 0) < _budget(state).escalations
+    return "escalate" if code in ASK_A_HUMAN and escalations_left else "finalize"
+
+
+def _exhausted_code(state: dict[str, Any]) -> str | None:
+    usage, budget = state.get("usage", {}), _budget(state)
+    exhaustion = check_before_model_call(usage, budget) or check_before_step(usage, budget)
+    return None if exhaustion is None else exhaustion.code
+
+
+def route_after_intake(state: dict[str, Any]) -> Literal["plan", "escalate", "finalize"]:
+    return "plan" if "budget" in state and may_call_model(state) else stop(state)
+
+
+def route_after_plan(state: dict[str, Any]) -> Literal["validate_plan", "escalate", "finalize"]:
+    return stop(state) if must_stop(state) else "validate_plan"
+
+
+def route_after_validate(state: dict[str, Any]) -> Literal["plan", "retrieve", "act", "escalate", "finalize"]:
+    if must_stop(state):
+        return stop(state)
     plan = state["plan"]
     if not plan.get("valid"):
-        return "plan" if may_call_model(state) else "finalize"
-    if any(step.get("evidence") for step in plan["steps"]):
+        return "plan" if may_call_model(state) else stop(state)
+    if state["task"].get("require_plan_approval") and not plan.get("approved"):
+        return "escalate" if not state["settings"].get("unattended") else "finalize"
+    return after_plan_accepted(state)
+
+
+def after_plan_accepted(state: dict[str, Any]) -> Literal["retrieve", "act", "escalate", "finalize"]:
+    if any(step.get("evidence") for step in state["plan"]["steps"]):
         return "retrieve"
-    return "act" if may_call_model(state) else "finalize"
+    return "act" if may_call_model(state) else stop(state)
 
 
-def route_after_retrieve(state: dict[str, Any]) -> Literal["act", "finalize"]:
-    return "act" if may_call_model(state) else "finalize"
+def route_after_retrieve(state: dict[str, Any]) -> Literal["act", "escalate", "finalize"]:
+    return "act" if may_call_model(state) else stop(state)
 
 
-def route_after_act(state: dict[str, Any]) -> Literal["gate", "verify", "finalize"]:
+def route_after_act(state: dict[str, Any]) -> Literal["gate", "verify", "escalate", "finalize"]:
     if must_stop(state):
-        return "finalize"
+        return stop(state)
     last = state["messages"][-1]
     if isinstance(last, AIMessage) and last.tool_calls:
         return "gate"
     needs_judge = bool(state["task"].get("acceptance_criteria"))
-    return "verify" if not needs_judge or may_call_model(state) else "finalize"
+    return "verify" if not needs_judge or may_call_model(state) else stop(state)
 
 
-def route_tool_calls(state: dict[str, Any]) -> list[Send] | Literal["act", "finalize"]:
+def route_tool_calls(state: dict[str, Any]) -> list[Send] | Literal["act", "escalate", "finalize"]:
     """After gate, approve or observe: approvals first, then the next dispatch wave, then the actor."""
     asks = [call for call in state.get("approvals", []) if "reservation" in call and not _decided(state, call)]
     if asks:
         return [Send("approve", _payload(state, call)) for call in asks]
     if waves := state.get("dispatch"):
         return [Send("execute", _payload(state, call)) for call in waves[0]]
-    return "act" if may_call_model(state) else "finalize"
+    return "act" if may_call_model(state) else stop(state)
 
 
-def route_after_verify(state: dict[str, Any]) -> Literal["critique", "finalize"]:
-    return "critique" if may_call_model(state) else "finalize"
+def route_after_verify(state: dict[str, Any]) -> Literal["critique", "escalate", "finalize"]:
+    return "critique" if may_call_model(state) else stop(state)
 
 
-def route_after_critique(state: dict[str, Any]) -> Literal["commit", "repair", "finalize"]:
+def route_after_critique(state: dict[str, Any]) -> Literal["commit", "repair", "escalate", "finalize"]:
     if must_stop(state):
-        return "finalize"
+        return stop(state)
     return "commit" if state["quality"]["critique"]["passed"] else "repair"
 
 
-def route_after_repair(state: dict[str, Any]) -> Literal["act", "finalize"]:
-    return "act" if may_call_model(state) else "finalize"
+def route_after_repair(state: dict[str, Any]) -> Literal["act", "escalate", "finalize"]:
+    return "act" if may_call_model(state) else stop(state)
+
+
+def route_after_commit(state: dict[str, Any]) -> Literal["escalate", "finalize"]:
+    return "finalize" if state["ending"]["code"] == Terminal.SUCCESS else stop(state)
+
+
+def route_after_escalate(state: dict[str, Any]) -> Literal["plan", "retrieve", "act", "escalate", "finalize"]:
+    """Back to where the human's answer lets the run continue, or to the end if they declined."""
+    if state.get("ending"):
+        return "finalize"
+    target = state["status"].get("resume_to")
+    if target == "accepted_plan":
+        return after_plan_accepted(state)
+    if target in ("plan", "act") and not may_call_model(state):
+        return stop(state)
+    return target or "finalize"
 
 
 def _decided(state: dict[str, Any], call: dict[str, Any]) -> bool:
@@ -87,7 +133,7 @@ def _decided(state: dict[str, Any], call: dict[str, Any]) -> bool:
 
 
 def _payload(state: dict[str, Any], call: dict[str, Any]) -> dict[str, Any]:
-    budget = Budget.model_validate(state["budget"])
+    budget = _budget(state)
     retries_left = 2 if budget.retries is None else min(2, budget.retries - state["usage"].get("retries", 0))
     return {
         "call": call,

@@ -42,6 +42,8 @@ def task_brief(task: dict[str, Any]) -> str:
     for title, items in (("Acceptance criteria", task.get("acceptance_criteria")), ("Constraints", task.get("constraints"))):
         if items:
             lines.append(f"{title}:\n" + "\n".join(f"- {item}" for item in items))
+    if task.get("clarifications"):
+        lines.append("Clarifications from a human:\n" + "\n".join(f"- {item}" for item in task["clarifications"]))
     if task.get("output_schema"):
         lines.append("Output schema: " + json.dumps(task["output_schema"], sort_keys=True))
     return "\n".join(lines)

@@ -105,6 +105,10 @@ class Runner:
     async def decide(self, thread_id: str, call_id: str, decision: dict[str, Any], *, observe: Observer | None = None) -> RunReport:
         """Decide one pending approval (bound to its call and argument hash), then continue the run."""
         snapshot = await self.graph.aget_state(_config(thread_id))
+        if not snapshot.interrupts and (snapshot.next or snapshot.tasks):
+            # Killed on its way to the interrupt (request recorded, wait not yet saved): get there first.
+            await self.resume(thread_id, observe=observe)
+            snapshot = await self.graph.aget_state(_config(thread_id))
         waiting = {item.value.get("call_id"): item for item in snapshot.interrupts if isinstance(item.value, dict)}
         if call_id not in waiting:
             known = sorted(key for key in waiting if key)
@@ -112,6 +116,8 @@ class Runner:
         item = waiting[call_id]
         if decision.get("args_hash") not in (None, item.value.get("args_hash")):
             raise ApprovalRefused(thread_id, call_id, "the decision is for other arguments than the ones the request was made for (argument hash mismatch)")
+        if item.value.get("type") != "tool_approval":
+            return await self.resume(thread_id, decisions={item.id: _as_answer(decision)}, observe=observe)
         bound = {**decision, "call_id": call_id, "args_hash": item.value.get("args_hash")}
         return await self.resume(thread_id, decisions={item.id: bound}, observe=observe)
 
@@ -124,7 +130,7 @@ class Runner:
         if not snapshot.values:
             raise RunNotFound(f"no run {thread_id!r} in this database; list runs with `boundloop runs`")
         interrupts = [{"id": item.id, "value": item.value} for item in snapshot.interrupts]
-        status = snapshot.values.get("status", {}).get("terminal") or (Terminal.CONFIRM_REQUIRED if interrupts else "INTERRUPTED")
+        status = snapshot.values.get("status", {}).get("terminal") or (_waiting_for(interrupts) if interrupts else "INTERRUPTED")
         return RunReport(thread_id, str(status), dict(snapshot.values), interrupts)
 
     async def runs(self, limit: int = 50) -> list[dict[str, Any]]:
@@ -161,6 +167,24 @@ class Runner:
                                status=Terminal.USER_CANCEL, task_hash=(report.values.get("boundary") or {}).get("task_hash", ""))
         report.status = Terminal.USER_CANCEL
         return report
+
+
+def _as_answer(decision: dict[str, Any]) -> dict[str, Any]:
+    """An approve/reject decision, as the answer to an escalation (question, extension, review, plan)."""
+    answer = {key: decision[key] for key in ("answer", "grant", "message", "approver") if decision.get(key) is not None}
+    if "answer" not in answer and "grant" not in answer:
+        answer["accept"] = decision.get("decision") == "approve"
+    return answer
+
+
+def _waiting_for(interrupts: list[dict[str, Any]]) -> str:
+    """The waiting status of a paused run, from what its first pending request asks."""
+    request = interrupts[0]["value"] if isinstance(interrupts[0]["value"], dict) else {}
+    return {
+        "ask_user": request.get("code", Terminal.MISSING_INFO),
+        "review": Terminal.REVIEW_REQUIRED,
+        "budget_extension": (request.get("ending") or {}).get("code", Terminal.BUDGET_EXHAUSTED),
+    }.get(request.get("type"), Terminal.CONFIRM_REQUIRED)
 
 
 def _expired_rejections(interrupts: Any) -> dict[str, Any]:

@@ -53,7 +53,8 @@ class Services:
         async with self._lock:
             bridge = self._bridges.get(run_id)
             if bridge is None:
-                bridge = MCPBridge(load_servers(servers_config(settings)))
+                # Off the event loop: the bridge reads the cwd, which `langgraph dev` forbids on the loop.
+                bridge = await asyncio.to_thread(MCPBridge, load_servers(servers_config(settings)))
                 await bridge.start()
                 self._bridges[run_id] = bridge
             return bridge

@@ -8,11 +8,12 @@ so a checkpoint stores only what a step added, not the whole history again.
 from __future__ import annotations
 
 from functools import reduce
-from typing import Annotated, Any, TypedDict
+from typing import Annotated, Any
 
 from langchain_core.messages import AnyMessage
 from langgraph.channels import DeltaChannel
 from langgraph.graph.message import add_messages
+from typing_extensions import TypedDict  # pydantic builds the server's output schema only from this one on 3.11
 
 from graph.budget import add_usage
 
@@ -52,6 +53,8 @@ class LoopState(TypedDict, total=False):
     """The autonomy boundary: profile, policy version hash, servers and tools the run may use."""
     plan: dict[str, Any]
     """Steps (id, description, depends_on, tools, done_when, status), the plan hash, validation errors."""
+    clarifications: list[str]
+    """Questions a human answered during the run ("question → answer"); the planner reads them."""
     evidence: list[dict[str, Any]]
     """Results of the plan's read-only evidence steps, each with its source call."""
     messages: Annotated[list[AnyMessage], DeltaChannel(_fold_messages)]

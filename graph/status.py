@@ -34,6 +34,7 @@ WAITING: frozenset[Terminal] = frozenset(
 """Codes that describe a run paused for a human rather than a run that ended."""
 
 
-def ending(code: Terminal | str, reason: str, next_safe_action: str = "") -> dict[str, str]:
-    """How a run ends, as stored in state (plain strings: state stays JSON, never enum objects)."""
-    return {"code": Terminal(code).value, "reason": reason, "next_safe_action": next_safe_action}
+def ending(code: Terminal | str, reason: str, next_safe_action: str = "", **detail: str) -> dict[str, str]:
+    """How a run ends, as stored in state (plain strings: state stays JSON, never enum objects).
+    `detail` adds context a later node needs, e.g. `dimension` for a budget that tripped."""
+    return {"code": Terminal(code).value, "reason": reason, "next_safe_action": next_safe_action, **detail}

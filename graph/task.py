@@ -33,6 +33,8 @@ class Task(BaseModel):
     """Risk profile: sets budget defaults and permission rules."""
     budget: dict[str, float | int | None] = Field(default_factory=dict)
     """Per-run overrides of the profile's budget, e.g. {"tool_calls": 10}."""
+    require_plan_approval: bool = False
+    """Pause for a human to approve the plan before any tool runs."""
 
     @field_validator("goal")
     @classmethod

@@ -31,5 +31,5 @@ def _brief(state: dict[str, Any]) -> str:
     plan_lines = [f"- [{step['status']}] {step['id']}: {step['description']}" for step in steps]
     evidence = [obs for obs in state.get("observations", []) if obs.get("phase") == "retrieve"]
     return "\n\n".join(
-        [task_brief(state["task"]), "Plan:\n" + ("\n".join(plan_lines) or "(none)"), "Evidence:\n" + evidence_brief(evidence)]
+        [task_brief({**state["task"], "clarifications": state.get("clarifications", [])}), "Plan:\n" + ("\n".join(plan_lines) or "(none)"), "Evidence:\n" + evidence_brief(evidence)]
     )

@@ -54,4 +54,4 @@ def budget_ending(state: dict[str, Any]) -> dict[str, Any]:
     exhaustion = check_before_model_call(state.get("usage", {}), budget) or check_before_step(state.get("usage", {}), budget)
     if exhaustion is None:
         raise RuntimeError("finalize reached with no ending and no exhausted budget; a guard is wrong")
-    return ending(exhaustion.code, exhaustion.message, exhaustion.next_safe_action)
+    return ending(exhaustion.code, exhaustion.message, exhaustion.next_safe_action, dimension=exhaustion.dimension)

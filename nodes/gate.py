@@ -53,7 +53,8 @@ async def gate(state: dict[str, Any], services: Services) -> dict[str, Any]:
             messages.append(ToolMessage(admission.message, tool_call_id=call["tool_call_id"], name=call["name"], status="error"))
             observations[-1].update(status=admission.verdict, detail=admission.message)
             if admission.exhaustion is not None and stopping is None:
-                stopping = ending(Terminal.BUDGET_EXHAUSTED, admission.exhaustion.message, admission.exhaustion.next_safe_action)
+                stopping = ending(Terminal.BUDGET_EXHAUSTED, admission.exhaustion.message, admission.exhaustion.next_safe_action,
+                                  dimension=admission.exhaustion.dimension)
     update: dict[str, Any] = {
         "messages": messages,
         "observations": observations,

@@ -40,7 +40,7 @@ def _brief(state: dict[str, Any], specs: list[Any], errors: list[str]) -> str:
         for spec in specs
     ]
     parts = [
-        task_brief(state["task"]),
+        task_brief({**state["task"], "clarifications": state.get("clarifications", [])}),
         "Tools:\n" + json.dumps(tools, indent=1),
         "Budget left: " + json.dumps(remaining(state.get("usage", {}), budget)),
     ]

@@ -112,7 +112,7 @@ class MCPBridge:
         if self._started:
             raise BridgeError("MCPBridge.start() was called twice; one bridge connects once. Create a new MCPBridge.")
         self._started = True
-        self._log_dir.mkdir(parents=True, exist_ok=True)
+        await asyncio.to_thread(self._log_dir.mkdir, parents=True, exist_ok=True)
         for connection in self._connections.values():
             connection.launch()
         try:

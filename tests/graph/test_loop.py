@@ -56,7 +56,7 @@ async def test_model_turns_trip_exactly_at_the_bound(run_script):
     """With model_turns=3: planner + two actor turns run, the third actor turn never happens."""
     report = await run_script(
         {"planner": [PLAN_ONE_STEP], "actor": [step(calls=[READ_NOTES]), step(calls=[{"name": "workspace__list_files", "args": {}}])]},
-        task={"budget": {"model_turns": 3}},
+        task={"budget": {"model_turns": 3}}, unattended=True,
     )
     assert report.status == Terminal.BUDGET_EXHAUSTED
     assert report.values["usage"]["model_turns"] == 3
@@ -69,7 +69,7 @@ async def test_the_fourth_tool_call_under_a_budget_of_three_is_refused_before_di
     """The gate refuses call 4; the run keeps its three observations and ends BUDGET_EXHAUSTED."""
     reads = [{"name": "workspace__read_file", "args": {"path": "notes.md", "max_chars": n}} for n in (10, 20, 30, 40)]
     report = await run_script(
-        {"planner": [PLAN_ONE_STEP], "actor": [step(calls=reads)]}, task={"budget": {"tool_calls": 3}}
+        {"planner": [PLAN_ONE_STEP], "actor": [step(calls=reads)]}, task={"budget": {"tool_calls": 3}}, unattended=True
     )
     assert report.status == Terminal.BUDGET_EXHAUSTED
     statuses = [obs["status"] for obs in report.values["observations"]]
@@ -84,7 +84,7 @@ async def test_token_budgets_trip_at_the_bound_from_usage_metadata(run_script, d
     """Each call uses 100 input / 10 output tokens: the call that reaches the bound is the last one."""
     report = await run_script(
         {"planner": [step(PLAN_ONE_STEP["content"])], "actor": [step(calls=[READ_NOTES]), step(calls=[READ_NOTES]), step(calls=[READ_NOTES])]},
-        task={"budget": {dimension: limit}},
+        task={"budget": {dimension: limit}}, unattended=True,
     )
     assert report.status == Terminal.BUDGET_EXHAUSTED
     assert report.values["usage"][dimension] == limit
@@ -96,7 +96,7 @@ async def test_the_cost_budget_trips_from_the_price_table(run_script):
     report = await run_script(
         {"planner": [step(PLAN_ONE_STEP["content"])], "actor": [step(calls=[READ_NOTES]), step(calls=[READ_NOTES])]},
         task={"budget": {"cost_usd": 0.0002}},
-        prices={"scripted-test": (1.0, 0.0)},
+        prices={"scripted-test": (1.0, 0.0)}, unattended=True,
     )
     assert report.status == Terminal.BUDGET_EXHAUSTED
     assert report.values["usage"]["cost_usd"] == pytest.approx(0.0002)
@@ -105,14 +105,14 @@ async def test_the_cost_budget_trips_from_the_price_table(run_script):
 
 async def test_a_model_without_a_price_stops_a_cost_budgeted_run_before_any_spend(run_script, monkeypatch):
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test-not-used")
-    report = await run_script({}, task={"budget": {"cost_usd": 1.0}}, model="unpriced-model-x", script=None)
+    report = await run_script({}, task={"budget": {"cost_usd": 1.0}}, model="unpriced-model-x", script=None, unattended=True)
     assert report.status == Terminal.BUDGET_EXHAUSTED
     assert report.values["ending"]["reason"] == "budget.cost_usd cannot be computed: no price for model 'unpriced-model-x'."
     assert report.values["usage"]["model_turns"] == 0
 
 
 async def test_a_wall_clock_budget_ends_the_run_as_timeout(run_script):
-    report = await run_script({"planner": [PLAN_ONE_STEP]}, task={"budget": {"wall_clock_s": 0.000001}})
+    report = await run_script({"planner": [PLAN_ONE_STEP]}, task={"budget": {"wall_clock_s": 0.000001}}, unattended=True)
     assert report.status == Terminal.TIMEOUT
     assert report.values["usage"]["model_turns"] == 0
 
@@ -186,8 +186,8 @@ async def test_a_cyclic_plan_is_rejected_with_the_cycle_named(run_script):
 
 async def test_the_planner_can_hand_back_missing_information(run_script):
     blocked = step({"steps": [], "blocked": {"code": "MISSING_INFO", "reason": "which file?"}})
-    report = await run_script({"planner": [blocked]})
-    assert report.status == Terminal.MISSING_INFO
+    report = await run_script({"planner": [blocked]}, unattended=True)
+    assert report.status == Terminal.MISSING_INFO and not report.waiting
     assert report.values["ending"]["reason"] == "planner reports MISSING_INFO: which file?"
 
 

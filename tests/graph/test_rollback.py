@@ -29,7 +29,7 @@ async def test_a_validation_failure_after_two_writes_compensates_both_in_reverse
 async def test_a_budget_stop_keeps_the_partial_work(run_script, workspace):
     report = await run_script(
         {"planner": [PLAN_ONE_STEP], "actor": [step(calls=[WRITE_NEW]), step(calls=[OVERWRITE])]},
-        task={"budget": {"model_turns": 2}},
+        task={"budget": {"model_turns": 2}}, unattended=True,
     )
     assert report.status == Terminal.BUDGET_EXHAUSTED
     assert "compensations" not in report.result

@@ -1,0 +1,120 @@
+"""escalate: stop and ask a human — for missing information, a budget extension, a result
+review, or plan approval — then continue from where the run stopped, or end it if they decline.
+
+The same interrupt mechanism as tool approvals: one `interrupt()` with a typed response schema,
+the request recorded (so `boundloop pending` lists it) and the answer recorded once. The request
+is computed from checkpointed state only, so a re-run of this node asks exactly the same thing.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from langgraph.types import interrupt
+from pydantic import BaseModel, ConfigDict
+
+from checkpoints import approvals
+from checkpoints.errors import ApprovalRefused
+from graph.budget import Budget, check_before_model_call, check_before_step
+from graph.services import Services, current_run_id
+from graph.status import Terminal, ending
+
+Kind = Literal["plan_approval", "ask_user", "budget_extension", "review"]
+
+
+class EscalationAnswer(BaseModel):
+    """A human's answer to an escalation; which fields matter depends on the request's `type`."""
+
+    model_config = ConfigDict(use_attribute_docstrings=True, extra="forbid")
+
+    accept: bool | None = None
+    """review / plan_approval: true to accept, false to reject (say why in `message`)."""
+    answer: str | None = None
+    """ask_user: the missing information or the clarification; empty to stop the run."""
+    grant: dict[str, float | int | None] | None = None
+    """budget_extension: new limits, e.g. {"tool_calls": 60}; empty or absent to stop the run."""
+    message: str | None = None
+    """Why (a rejection or a stop); the planner or the record reads it."""
+    approver: str | None = None
+    """Who answered; recorded."""
+
+
+async def escalate(state: dict[str, Any], services: Services) -> dict[str, Any]:
+    kind, request = _request(state)
+    run_id, pool = current_run_id(), await services.pool()
+    number = state["usage"].get("escalations", 0)
+    call_id = f"e{number}.{kind}"
+    await approvals.request_approval(pool, thread_id=run_id, call_id=call_id, tool=kind, args_hash="", expires_at=None, payload=request)
+    answer = EscalationAnswer.model_validate(interrupt({**request, "call_id": call_id}, response_schema=EscalationAnswer))
+    await _record(pool, run_id, call_id, answer)
+    update = APPLY[kind](state, request, answer)
+    return {**update, "usage": {"escalations": 1}, "status": {"phase": "escalate", "resume_to": update.pop("resume_to", None)}}
+
+
+def _request(state: dict[str, Any]) -> tuple[Kind, dict[str, Any]]:
+    """What to ask, from the state alone."""
+    stopping = state.get("ending")
+    if stopping is None:
+        exhaustion = _exhaustion(state)
+        if exhaustion is None:
+            return "plan_approval", {"type": "plan_approval", "steps": state["plan"]["steps"]}
+        stopping = ending(exhaustion.code, exhaustion.message, exhaustion.next_safe_action, dimension=exhaustion.dimension)
+    code = stopping["code"]
+    if code in (Terminal.MISSING_INFO, Terminal.AMBIGUOUS_INTENT):
+        return "ask_user", {"type": "ask_user", "code": code, "question": stopping["reason"]}
+    if code == Terminal.REVIEW_REQUIRED:
+        result = state.get("result") or {}
+        return "review", {"type": "review", "reason": stopping["reason"], "output": result.get("output"), "confidence": result.get("confidence")}
+    dimension = stopping["dimension"]
+    budget = Budget.model_validate(state["budget"])
+    return "budget_extension", {"type": "budget_extension", "dimension": dimension, "limit": getattr(budget, dimension),
+                                "used": state["usage"].get(dimension, 0), "reason": stopping["reason"], "ending": stopping}
+
+
+def _exhaustion(state: dict[str, Any]) -> Any:
+    budget = Budget.model_validate(state["budget"])
+    return check_before_model_call(state["usage"], budget) or check_before_step(state["usage"], budget)
+
+
+def _approve_plan(state: dict[str, Any], request: dict[str, Any], answer: EscalationAnswer) -> dict[str, Any]:
+    plan = state["plan"]
+    if answer.accept:
+        return {"plan": {**plan, "approved": True, "approver": answer.approver}, "resume_to": "accepted_plan"}
+    rejected = f"a human rejected the plan: {answer.message or 'no reason given'}"
+    return {"plan": {**plan, "valid": False, "errors": [rejected]}, "usage": {"replans": 1}, "resume_to": "plan"}
+
+
+def _answer_question(state: dict[str, Any], request: dict[str, Any], answer: EscalationAnswer) -> dict[str, Any]:
+    if not (answer.answer or "").strip():
+        return {}  # no answer: the ending stands and the run ends with it
+    clarification = f"{request['question']} → {answer.answer.strip()}"
+    return {"clarifications": [*state.get("clarifications", []), clarification], "ending": None, "plan": {}, "resume_to": "plan"}
+
+
+def _extend_budget(state: dict[str, Any], request: dict[str, Any], answer: EscalationAnswer) -> dict[str, Any]:
+    if not answer.grant:
+        return {"ending": request["ending"]}  # declined: the exhaustion ends the run
+    budget = Budget.model_validate({**state["budget"], **answer.grant})
+    resume_to = "act" if (state.get("plan") or {}).get("valid") else "plan"
+    return {"budget": budget.model_dump(mode="json"), "ending": None, "resume_to": resume_to}
+
+
+def _review(state: dict[str, Any], request: dict[str, Any], answer: EscalationAnswer) -> dict[str, Any]:
+    who = answer.approver or "a reviewer"
+    if answer.accept and request.get("output") is not None:
+        return {"ending": ending(Terminal.SUCCESS, f"accepted by {who} at confidence {request.get('confidence')}")}
+    if answer.accept:
+        return {"ending": None, "resume_to": "act"}  # a human checked the uncertain calls; carry on
+    return {"ending": ending(Terminal.VALIDATION_FAIL, f"rejected by {who}: {answer.message or 'no reason given'}",
+                             "Change the task or the approach; the run's side effects were rolled back.")}
+
+
+APPLY = {"plan_approval": _approve_plan, "ask_user": _answer_question, "budget_extension": _extend_budget, "review": _review}
+
+
+async def _record(pool: Any, run_id: str, call_id: str, answer: EscalationAnswer) -> None:
+    decision = "approve" if answer.accept or answer.answer or answer.grant else "reject"
+    try:
+        await approvals.decide(pool, thread_id=run_id, call_id=call_id, args_hash="", decision=decision, approver=answer.approver, interrupt_id=None)
+    except ApprovalRefused:
+        pass  # this node ran again after a crash: its answer is already on record
