@@ -1,0 +1,196 @@
+"""Fixtures for the server tests: a real `langgraph dev` on our langgraph.json, on a fresh database.
+
+The server runs from a temporary project directory: our langgraph.json, copied as it is, next to
+symlinks to the repository's top-level entries. Its relative paths (`./graph/server.py`,
+`./checkpoints/server.py`, `dependencies: ["."]`) resolve exactly as they do from the repo root,
+while everything the server writes into its working directory (`.langgraph_api/`, the MCP
+bridge's `.boundloop/logs/`) lands in the temporary directory. So no run of these tests reads a
+developer's own `langgraph dev` state, or leaves anything in the work tree.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
+
+import httpx
+import psycopg
+import pytest
+
+from tests.tools._procs import descendants, is_alive, wait_gone
+
+REPO = Path(__file__).resolve().parents[2]
+LANGGRAPH = REPO / ".venv" / "bin" / "langgraph"
+READY_TIMEOUT_S = 60.0
+STOP_TIMEOUT_S = 15.0
+SERVER_ENV = {
+    "LANGGRAPH_CLI_NO_ANALYTICS": "1",
+    "LANGGRAPH_NO_VERSION_CHECK": "true",
+    "LANGSMITH_TRACING": "false",
+}
+"""With these three, `langgraph dev` makes no connection off loopback (shared notes infra.md §2)."""
+
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+_API_URL = re.compile(r"API: (http://127\.0\.0\.1:(\d+))")
+_PORT_TAKEN = re.compile(r"Port (\d+) is already in use, using port (\d+) instead")
+
+
+@dataclass
+class DevServer:
+    """A running `langgraph dev`: where it answers, and everything it has logged so far."""
+
+    url: str
+    process: subprocess.Popen[str]
+    project: Path
+    lines: list[str] = field(default_factory=list)
+
+    def log(self, last: int = 40) -> str:
+        return "\n".join(self.lines[-last:])
+
+
+@pytest.fixture(scope="module")
+def server_db_url(pg_admin_url: str) -> Iterator[str]:
+    """A fresh database for this module's server (the per-test `db_url` cannot outlive a test)."""
+    name = f"t_server_{uuid.uuid4().hex}"
+    with psycopg.connect(pg_admin_url, autocommit=True) as admin:
+        admin.execute(f"CREATE DATABASE {name}")
+    try:
+        yield urlunsplit(urlsplit(pg_admin_url)._replace(path=f"/{name}"))
+    finally:
+        with psycopg.connect(pg_admin_url, autocommit=True) as admin:
+            admin.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+
+
+@pytest.fixture(scope="module")
+def langgraph_dev(server_db_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevServer]:
+    """`langgraph dev` on a free loopback port; stopped with its whole process tree afterwards."""
+    project = _project_dir(tmp_path_factory.mktemp("langgraph-dev"))
+    port = _free_port()
+    env = {**os.environ, **SERVER_ENV, "BOUNDLOOP_DATABASE_URL": server_db_url}
+    command = [str(LANGGRAPH), "dev", "--no-browser", "--no-reload", "--host", "127.0.0.1", "--port", str(port)]
+    process = subprocess.Popen(
+        command, cwd=project, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT, text=True, errors="replace", start_new_session=True,
+    )
+    lines: list[str] = []
+    changed = threading.Condition()
+    reader = threading.Thread(target=_read_lines, args=(process, lines, changed), daemon=True)
+    reader.start()
+    server = DevServer("", process, project, lines)
+    try:
+        server.url = _wait_ready(server, port, changed)
+        yield server
+    finally:
+        _stop(process)
+        reader.join(timeout=STOP_TIMEOUT_S)
+
+
+def _project_dir(project: Path) -> Path:
+    """langgraph.json (a copy) beside symlinks to the repository's other top-level entries."""
+    shutil.copy2(REPO / "langgraph.json", project / "langgraph.json")
+    for entry in REPO.iterdir():
+        if not entry.name.startswith(".") and entry.name != "langgraph.json":
+            (project / entry.name).symlink_to(entry)
+    return project
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port
+
+
+def _read_lines(process: subprocess.Popen[str], lines: list[str], changed: threading.Condition) -> None:
+    """Drain the server's output (so its pipe never fills) and wake the waiter on every line."""
+    assert process.stdout is not None
+    for raw in process.stdout:
+        with changed:
+            lines.append(_ANSI.sub("", raw.rstrip("\n")))
+            changed.notify_all()
+    with changed:
+        changed.notify_all()
+
+
+def _wait_ready(server: DevServer, requested: int, changed: threading.Condition) -> str:
+    """The URL the server answers on, once GET /ok says 200.
+
+    The port is read from the server's banner, not assumed: `langgraph dev` does not fail on a
+    taken port, it logs "Port N is already in use, using port M instead" and serves on M. Our
+    port was free a moment ago, so M is only accepted together with that line.
+    """
+    deadline = time.monotonic() + READY_TIMEOUT_S
+    url = None
+    with httpx.Client(timeout=2.0) as http:
+        while time.monotonic() < deadline:
+            if server.process.poll() is not None:
+                pytest.fail(f"langgraph dev exited with {server.process.returncode} before it was ready:\n{server.log()}")
+            if url is None:
+                url = _announced_url(server.lines, requested)
+            if url is not None:
+                try:
+                    if http.get(f"{url}/ok").status_code == 200:
+                        return url
+                except httpx.TransportError:
+                    pass
+            with changed:  # wake on the next log line, or retry /ok shortly
+                changed.wait(timeout=0.1)
+    pytest.fail(f"langgraph dev was not ready within {READY_TIMEOUT_S:g} s (url: {url}):\n{server.log()}")
+
+
+def _announced_url(lines: list[str], requested: int) -> str | None:
+    for line in list(lines):
+        if match := _API_URL.search(line):
+            url, port = match.group(1), int(match.group(2))
+            moved = [m for m in map(_PORT_TAKEN.search, lines) if m]
+            allowed = {requested} | {int(m.group(2)) for m in moved if int(m.group(1)) == requested}
+            assert port in allowed, f"langgraph dev serves on {port}, asked for {requested}:\n" + "\n".join(lines)
+            return url
+    return None
+
+
+def _stop(process: subprocess.Popen[str]) -> None:
+    """SIGTERM the server's process group (SIGKILL if it lingers), reap it, and fail if any
+    process it started (MCP servers run in sessions of their own) is still alive."""
+    tree = descendants(process.pid)
+    try:
+        os.killpg(process.pid, signal.SIGTERM)
+    except ProcessLookupError:
+        pass
+    try:
+        process.wait(timeout=STOP_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait(timeout=STOP_TIMEOUT_S)
+    survivors = {pid: cmd for pid, cmd in tree.items() if not wait_gone(pid, timeout_s=5.0)}
+    survivors |= {pid: "(in the server's process group)" for pid in _group_members(process.pid)}
+    for pid in survivors:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    assert not survivors, f"processes started by langgraph dev outlived it: {survivors}"
+
+
+def _group_members(pgid: int) -> list[int]:
+    members = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                stat = Path(f"/proc/{entry}/stat").read_text(errors="replace")
+            except OSError:
+                continue
+            if int(stat.rpartition(")")[2].split()[2]) == pgid and is_alive(int(entry)):
+                members.append(int(entry))
+    return members

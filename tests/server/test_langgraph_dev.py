@@ -1,0 +1,159 @@
+"""The approval flow through the real LangGraph server API: `langgraph dev` on our langgraph.json
+(graph `boundloop`, Postgres checkpointer), driven only with the langgraph_sdk client."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from langgraph_sdk import get_client
+from langgraph_sdk.client import LangGraphClient
+from pydantic import TypeAdapter
+
+from graph.status import Terminal
+from nodes.approve import ApprovalDecision
+from tests.graph.conftest import CRITIC_PASS, PLAN_ONE_STEP, step
+from tests.server.conftest import DevServer
+
+GRAPH = "boundloop"
+DELETE = {"name": "workspace__delete_file", "args": {"path": "notes.md"}}
+MOVE = {"name": "workspace__move_file", "args": {"source": "notes.md", "destination": "old.md"}}
+RULES = {DELETE["name"]: "rule:coding_assistant.delete", MOVE["name"]: "rule:coding_assistant.move"}
+ROLES = {"planner": [PLAN_ONE_STEP], "actor": [step(calls=[DELETE, MOVE]), step("done")], "critic": [CRITIC_PASS]}
+
+
+@pytest.fixture
+async def client(langgraph_dev: DevServer) -> AsyncIterator[LangGraphClient]:
+    sdk = get_client(url=langgraph_dev.url, timeout=httpx.Timeout(60.0))
+    try:
+        yield sdk
+    finally:
+        await sdk.aclose()
+
+
+@pytest.fixture
+def workspace(tmp_path: Path) -> Path:
+    root = tmp_path / "workspace"
+    root.mkdir()
+    (root / "notes.md").write_text("Action items:\n- Ana: publish the notes\n")
+    return root
+
+
+@pytest.fixture
+def context(tmp_path: Path, workspace: Path) -> dict[str, Any]:
+    """The run's context (RunSettings): the scripted model on a script whose actor proposes
+    delete_file and move_file at once — both ask for approval under coding_assistant."""
+    script = tmp_path / "script.json"
+    script.write_text(json.dumps({"model_id": "scripted-test", "roles": ROLES}))
+    return {"model": "scripted", "script": str(script), "workspace_root": str(workspace)}
+
+
+async def start_waiting(client: LangGraphClient, server: DevServer, context: dict[str, Any]) -> tuple[str, dict[str, str]]:
+    """Start a run that stops at its two approvals; the thread id and tool name → interrupt id."""
+    thread = await client.threads.create()
+    out = await client.runs.wait(thread["thread_id"], GRAPH, input={"task": {"goal": "Summarize notes.md"}}, context=context, raise_error=False)
+    interrupts = out.get("__interrupt__") if isinstance(out, dict) else None
+    assert interrupts, f"the run did not stop for approval: {_brief(out)}\n--- server log ---\n{server.log()}"
+    return thread["thread_id"], {item["value"]["name"]: item["id"] for item in interrupts}
+
+
+async def pending(client: LangGraphClient, thread_id: str) -> dict[str, dict[str, Any]]:
+    """The thread's pending interrupts as the server reports them, by id."""
+    state = await client.threads.get_state(thread_id)
+    return {item["id"]: item for task in state["tasks"] for item in task["interrupts"]}
+
+
+def _brief(out: Any) -> str:
+    if isinstance(out, dict):
+        out = {key: out.get(key) for key in ("__error__", "ending", "status") if key in out}
+    return json.dumps(out, default=str)[:2000]
+
+
+async def test_the_assistant_exposes_input_and_context_schemas(client: LangGraphClient) -> None:
+    [assistant] = await client.assistants.search(graph_id=GRAPH)
+    schemas = await client.assistants.get_schemas(assistant["assistant_id"])
+
+    task = _resolve(schemas["input_schema"], schemas["input_schema"]["properties"]["task"])
+    assert "goal" in task["properties"] and "goal" in task["required"]
+    context = schemas["context_schema"]["properties"]
+    assert {"model", "script", "workspace_root", "unattended"} <= set(context)
+
+
+async def test_the_assistant_exposes_the_output_schema(client: LangGraphClient, langgraph_dev: DevServer) -> None:
+    [assistant] = await client.assistants.search(graph_id=GRAPH)
+    schemas = await client.assistants.get_schemas(assistant["assistant_id"])
+    warnings = [line for line in langgraph_dev.lines if "Failed to get output schema" in line]
+    assert schemas["output_schema"] is not None, f"the server could not build the output schema: {warnings}"
+    assert {"status", "result", "messages"} <= set(schemas["output_schema"]["properties"])
+
+
+async def test_two_gated_calls_wait_as_two_typed_interrupts_and_resume_one_at_a_time(
+    client: LangGraphClient, langgraph_dev: DevServer, context: dict[str, Any], workspace: Path
+) -> None:
+    thread = await client.threads.create()
+    thread_id = thread["thread_id"]
+    out = await client.runs.wait(thread_id, GRAPH, input={"task": {"goal": "Summarize notes.md"}}, context=context, raise_error=False)
+    interrupts = out.get("__interrupt__") or []
+    assert len(interrupts) == 2, f"{_brief(out)}\n--- server log ---\n{langgraph_dev.log()}"
+    decision_schema = TypeAdapter(ApprovalDecision).json_schema()
+    for item in interrupts:
+        value = item["value"]
+        assert value["type"] == "tool_approval"
+        assert value["rule"] == RULES[value["name"]]
+        assert value["args"] == {DELETE["name"]: DELETE, MOVE["name"]: MOVE}[value["name"]]["args"]
+        assert item["response_schema"] == decision_schema  # the typed form survives the server
+    by_tool = {item["value"]["name"]: item["id"] for item in interrupts}
+    assert set(by_tool) == set(RULES)
+    assert (await client.threads.get(thread_id))["status"] == "interrupted"
+    waiting = await pending(client, thread_id)
+    assert set(waiting) == set(by_tool.values())
+    assert all(item["response_schema"] == decision_schema for item in waiting.values())
+    assert (workspace / "notes.md").exists() and not (workspace / "old.md").exists()  # nothing ran yet
+
+    move_approved = {"resume": {by_tool[MOVE["name"]]: {"decision": "approve", "approver": "ana"}}}
+    out = await client.runs.wait(thread_id, GRAPH, command=move_approved, raise_error=False)
+    assert [item["id"] for item in out.get("__interrupt__") or []] == [by_tool[DELETE["name"]]], _brief(out)
+    assert set(await pending(client, thread_id)) == {by_tool[DELETE["name"]]}
+    assert (await client.threads.get(thread_id))["status"] == "interrupted"
+    assert (workspace / "old.md").exists() and not (workspace / "notes.md").exists()  # the approved move ran
+
+    delete_rejected = {"resume": {by_tool[DELETE["name"]]: {"decision": "reject", "message": "keep it"}}}
+    out = await client.runs.wait(thread_id, GRAPH, command=delete_rejected, raise_error=False)
+    assert "__interrupt__" not in out and "__error__" not in out, _brief(out)
+    values = (await client.threads.get_state(thread_id))["values"]
+    assert values["status"]["terminal"] == Terminal.SUCCESS, values.get("ending")
+    [rejected] = [m for m in values["messages"] if m["type"] == "tool" and m["name"] == DELETE["name"]]
+    assert rejected["content"] == "rejected: a human declined workspace__delete_file: keep it"
+    assert (workspace / "old.md").exists()
+    assert await pending(client, thread_id) == {}
+    assert (await client.threads.get(thread_id))["status"] == "idle"
+
+
+async def test_a_resume_that_does_not_match_the_response_schema_is_refused(
+    client: LangGraphClient, langgraph_dev: DevServer, context: dict[str, Any], workspace: Path
+) -> None:
+    thread_id, by_tool = await start_waiting(client, langgraph_dev, context)
+    move = by_tool[MOVE["name"]]
+
+    out = await client.runs.wait(thread_id, GRAPH, command={"resume": {move: {"decision": "maybe"}}}, raise_error=False)
+    error = out.get("__error__")
+    assert error and error["error"] == "ValidationError", _brief(out)
+    assert "decision" in error["message"] and "maybe" in error["message"]
+    assert (await client.threads.get(thread_id))["status"] == "error"
+    assert set(await pending(client, thread_id)) == set(by_tool.values())  # both still wait
+    assert (workspace / "notes.md").exists() and not (workspace / "old.md").exists()  # nothing ran
+
+    out = await client.runs.wait(thread_id, GRAPH, command={"resume": {move: {"decision": "approve"}}}, raise_error=False)
+    assert [item["id"] for item in out.get("__interrupt__") or []] == [by_tool[DELETE["name"]]], _brief(out)
+    assert (workspace / "old.md").exists()  # a valid answer to the same interrupt still goes through
+
+
+def _resolve(root: dict[str, Any], node: dict[str, Any]) -> dict[str, Any]:
+    """Follow a local `$ref` (pydantic puts nested models under `$defs`)."""
+    while "$ref" in node:
+        node = root["$defs"][node["$ref"].rpartition("/")[2]]
+    return node
