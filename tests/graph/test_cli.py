@@ -81,8 +81,8 @@ def test_an_unreachable_database_is_named_with_the_fix(tmp_path):
     assert "127.0.0.1:1" in result.stderr and "Traceback" not in result.stderr
 
 
-def _crash_task(tmp_path: Path, name: str) -> tuple[Path, Path, Path]:
-    """A task whose third tool call is slow, so a kill can land while it runs."""
+def _crash_task(tmp_path: Path, name: str, slow_s: float = 2.5) -> tuple[Path, Path, Path]:
+    """A task whose second tool call is slow, so a kill can land while it runs."""
     workspace = tmp_path / name
     workspace.mkdir()
     servers = {"mcpServers": {
@@ -92,7 +92,7 @@ def _crash_task(tmp_path: Path, name: str) -> tuple[Path, Path, Path]:
     write = {"name": "workspace__write_file", "args": {"path": "out.md", "content": "result v1\n"}}
     roles = {
         "planner": [PLAN_ONE_STEP],
-        "actor": [step(calls=[write]), step(calls=[{"name": "probe__slow", "args": {"seconds": 2.5}}]),
+        "actor": [step(calls=[write]), step(calls=[{"name": "probe__slow", "args": {"seconds": slow_s}}]),
                   step(calls=[{"name": "workspace__read_file", "args": {"path": "out.md"}}]), step("out.md holds result v1")],
         "critic": [CRITIC_PASS],
     }
