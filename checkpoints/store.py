@@ -94,12 +94,17 @@ PUT_PAYLOAD = """
 INSERT INTO boundloop_payloads (thread_id, call_id, sha256, chars, body)
 VALUES (%s, %s, %s, %s, %s) RETURNING id"""
 GET_PAYLOAD = "SELECT * FROM boundloop_payloads WHERE id = %s"
+# One round trip: the new INTENT row, or (the key was there) the row as it stood before.
 WRITE_INTENT = """
-INSERT INTO boundloop_ledger
-  (idempotency_key, thread_id, call_id, step_id, tool, server, args_hash, status)
-VALUES (%s, %s, %s, %s, %s, %s, %s, 'INTENT')
-ON CONFLICT (idempotency_key) DO NOTHING
-RETURNING *"""
+WITH inserted AS (
+  INSERT INTO boundloop_ledger
+    (idempotency_key, thread_id, call_id, step_id, tool, server, args_hash, status)
+  VALUES (%(key)s, %(thread_id)s, %(call_id)s, %(step_id)s, %(tool)s, %(server)s, %(args_hash)s, 'INTENT')
+  ON CONFLICT (idempotency_key) DO NOTHING
+  RETURNING *)
+SELECT *, true AS fresh FROM inserted
+UNION ALL
+SELECT *, false AS fresh FROM boundloop_ledger WHERE idempotency_key = %(key)s AND NOT EXISTS (SELECT 1 FROM inserted)"""
 WRITE_OUTCOME = """
 UPDATE boundloop_ledger SET status = %s, result = %s, error = %s, updated_at = now()
 WHERE idempotency_key = %s AND status = 'INTENT'
@@ -204,11 +209,21 @@ async def write_intent(
     Idempotent: when the key is already there (a resumed run), the existing entry comes back
     unchanged, so the caller sees a COMPLETE outcome instead of calling again.
     """
-    params = (idempotency_key, thread_id, call_id, step_id, tool, server, args_hash)
-    row = await _maybe_one(pool, WRITE_INTENT, params)
-    if row is None:
-        row = await _one(pool, GET_LEDGER_ENTRY, (idempotency_key,))
-    return LedgerEntry(**row)
+    entry, _ = await claim_intent(pool, idempotency_key=idempotency_key, thread_id=thread_id, call_id=call_id,
+                                  step_id=step_id, tool=tool, server=server, args_hash=args_hash)
+    return entry
+
+
+async def claim_intent(
+    pool: AsyncConnectionPool, *, idempotency_key: str, thread_id: str, call_id: str, step_id: str | None,
+    tool: str, server: str, args_hash: str,
+) -> tuple[LedgerEntry, bool]:
+    """`write_intent` in one round trip, also saying whether this call created the entry (True)
+    or found one from before a crash (False)."""
+    params = dict(key=idempotency_key, thread_id=thread_id, call_id=call_id, step_id=step_id, tool=tool, server=server, args_hash=args_hash)
+    row = await _one(pool, WRITE_INTENT, params)
+    fresh = row.pop("fresh")
+    return LedgerEntry(**row), fresh
 
 
 async def write_complete(

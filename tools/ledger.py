@@ -56,19 +56,16 @@ async def run_once(
     pool: AsyncConnectionPool, *, key: str, run_id: str, call: dict[str, Any], spec: ToolSpec, step_id: str | None, send: Send
 ) -> CallOutcome:
     """Send `call` through `send` unless the ledger already knows how it ended."""
-    entry = await store.get_ledger_entry(pool, key)
-    if entry is not None and entry.status == "COMPLETE":
+    crash_point("tool:before_intent")
+    entry, fresh = await store.claim_intent(pool, idempotency_key=key, thread_id=run_id, call_id=call["call_id"], step_id=step_id,
+                                            tool=spec.name, server=spec.server, args_hash=call["args_hash"])
+    if entry.status == "COMPLETE":
         return CallOutcome("ok", text=entry.result["text"], structured=entry.result.get("structured"), detail=REUSED)
-    if entry is not None and entry.status == "ABORT":
-        failed = entry.result or {}
-        return CallOutcome(failed.get("status", "tool_error"), text=entry.error or "", detail="failure recorded in the ledger before a resume")
-    if entry is not None and not safe_to_repeat(spec):
+    if entry.status == "ABORT":
+        return CallOutcome("tool_error", text=entry.error or "", detail="failure recorded in the ledger before a resume")
+    if not fresh and not safe_to_repeat(spec):
         return CallOutcome("unknown_after_crash", text=UNKNOWN_AFTER_CRASH.format(tool=call["name"]), detail=f"ledger key {key}")
-    if entry is None:
-        crash_point("tool:before_intent")
-        await store.write_intent(pool, idempotency_key=key, thread_id=run_id, call_id=call["call_id"], step_id=step_id,
-                                 tool=spec.name, server=spec.server, args_hash=call["args_hash"])
-        crash_point("tool:after_intent")
+    crash_point("tool:after_intent")
     arguments = {**call["args"], KEY_ARGUMENT: key} if takes_key(spec) else call["args"]
     async with crash_while("tool:during_call"):
         outcome = await send(arguments)
