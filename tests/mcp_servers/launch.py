@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from mcp import Client, StdioServerParameters
-from mcp.types import CallToolResult, TextContent
+from mcp.types import CallToolResult, TextContent, Tool
 
 REPO = Path(__file__).resolve().parents[2]
 START_TIMEOUT_S = 60.0
@@ -82,6 +82,20 @@ def exited(pid: int, timeout_s: float = EXIT_TIMEOUT_S) -> bool:
         return bool(readable)
     finally:
         os.close(fd)
+
+
+def hints(tools: list[Tool]) -> dict[str, tuple[bool | None, ...]]:
+    """Each annotated tool's (read-only, destructive, idempotent, open-world) hints, as listed."""
+    return {
+        tool.name: (
+            tool.annotations.read_only_hint,
+            tool.annotations.destructive_hint,
+            tool.annotations.idempotent_hint,
+            tool.annotations.open_world_hint,
+        )
+        for tool in tools
+        if tool.annotations is not None
+    }
 
 
 def structured(result: CallToolResult) -> dict[str, Any]:

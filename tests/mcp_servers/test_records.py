@@ -10,7 +10,7 @@ import psycopg
 from mcp import Client
 
 from mcp_servers.records.server import ALREADY_EXISTS, KEY_USED_BY_OTHER_TOOL, NOT_FOUND
-from tests.mcp_servers.launch import error_text, http, stdio, structured
+from tests.mcp_servers.launch import error_text, hints, http, stdio, structured
 
 
 @asynccontextmanager
@@ -31,17 +31,7 @@ async def test_tools_are_listed_with_their_annotations(records_db_url: str) -> N
     """Reads are read-only; create is additive; update and delete are destructive; delete is idempotent."""
     async with records(records_db_url) as client:
         tools = (await client.list_tools()).tools
-    hints = {
-        tool.name: (
-            tool.annotations.read_only_hint,
-            tool.annotations.destructive_hint,
-            tool.annotations.idempotent_hint,
-            tool.annotations.open_world_hint,
-        )
-        for tool in tools
-        if tool.annotations is not None
-    }
-    assert hints == {
+    assert hints(tools) == {
         "create_record": (False, False, False, False),
         "get_record": (True, False, True, False),
         "query_records": (True, False, True, False),

@@ -16,7 +16,7 @@ from mcp import Client
 
 from mcp_servers.sandbox.server import NO_ISOLATION
 from mcp_servers.workspace.paths import OUTSIDE_ROOT
-from tests.mcp_servers.launch import error_text, exited, http, stdio, structured
+from tests.mcp_servers.launch import error_text, exited, hints, http, stdio, structured
 
 # Starts the server in a user namespace that may create no further namespaces: the host "forbids" isolation.
 NO_NAMESPACES = ["unshare", "--user", "--map-root-user", "sh", "-c",
@@ -56,17 +56,7 @@ async def test_tools_are_listed_as_destructive_and_closed_world(root: Path) -> N
     """Code can write files, so neither tool is read-only or idempotent; without network it is closed-world."""
     async with sandbox(root) as client:
         tools = (await client.list_tools()).tools
-    hints = {
-        tool.name: (
-            tool.annotations.read_only_hint,
-            tool.annotations.destructive_hint,
-            tool.annotations.idempotent_hint,
-            tool.annotations.open_world_hint,
-        )
-        for tool in tools
-        if tool.annotations is not None
-    }
-    assert hints == {"run_python": (False, True, False, False), "run_command": (False, True, False, False)}
+    assert hints(tools) == {"run_python": (False, True, False, False), "run_command": (False, True, False, False)}
     assert all(tool.title and tool.description and tool.output_schema for tool in tools)
 
 

@@ -18,7 +18,7 @@ from mcp_servers.workspace.server import (
     OLD_NOT_FOUND,
     OLD_NOT_UNIQUE,
 )
-from tests.mcp_servers.launch import error_text, stdio, structured
+from tests.mcp_servers.launch import error_text, hints, stdio, structured
 
 
 @pytest.fixture
@@ -38,17 +38,7 @@ async def test_tools_are_listed_with_titles_descriptions_schemas_and_annotations
     """Reads are read-only and idempotent; writes are destructive; nothing is open-world."""
     async with workspace(root) as client:
         tools = (await client.list_tools()).tools
-    hints = {
-        tool.name: (
-            tool.annotations.read_only_hint,
-            tool.annotations.destructive_hint,
-            tool.annotations.idempotent_hint,
-            tool.annotations.open_world_hint,
-        )
-        for tool in tools
-        if tool.annotations is not None
-    }
-    assert hints == {
+    assert hints(tools) == {
         "list_files": (True, False, True, False),
         "read_file": (True, False, True, False),
         "search": (True, False, True, False),

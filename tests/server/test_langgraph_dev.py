@@ -16,7 +16,7 @@ from pydantic import TypeAdapter
 
 from graph.status import Terminal
 from nodes.approve import ApprovalDecision
-from tests.graph.conftest import CRITIC_PASS, PLAN_ONE_STEP, step
+from tests.graph.conftest import CRITIC_PASS, PLAN_ONE_STEP, step, workspace  # noqa: F401  (fixture)
 from tests.server.conftest import DevServer
 
 GRAPH = "boundloop"
@@ -33,14 +33,6 @@ async def client(langgraph_dev: DevServer) -> AsyncIterator[LangGraphClient]:
         yield sdk
     finally:
         await sdk.aclose()
-
-
-@pytest.fixture
-def workspace(tmp_path: Path) -> Path:
-    root = tmp_path / "workspace"
-    root.mkdir()
-    (root / "notes.md").write_text("Action items:\n- Ana: publish the notes\n")
-    return root
 
 
 @pytest.fixture
