@@ -53,6 +53,7 @@ def run(
     servers: Annotated[Optional[Path], typer.Option("--servers", help="MCP servers file in the mcpServers JSON shape.")] = None,
     policy: Annotated[Optional[Path], typer.Option("--policy", help="Permission rules file (JSON): {\"rules\": [{\"action\", \"server\", \"tool\", \"arguments\", \"id\"}]}.")] = None,
     unattended: Annotated[bool, typer.Option("--unattended", help="No human: every ask becomes deny; never waits.")] = False,
+    approval_timeout: Annotated[Optional[float], typer.Option("--approval-timeout", help="Seconds an approval may wait; later decisions count as rejections.")] = None,
     thread: Annotated[Optional[str], typer.Option("--thread", help="Run id (thread id) to use.")] = None,
     as_json: JsonFlag = False,
     database_url: DbFlag = None,
@@ -195,6 +196,8 @@ def _settings(options: dict[str, Any]) -> RunSettings:
         os.environ.setdefault("OPENAI_API_KEY", api_key)
     chosen_model = options["model"] or values.get("model") or ("scripted" if options["script"] else os.environ.get("OPENAI_MODEL", "gpt-4o-mini"))
     values.update(model=chosen_model, unattended=options["unattended"] or values.get("unattended", False))
+    if options["approval_timeout"] is not None:
+        values["approval_timeout_s"] = options["approval_timeout"]
     for key in ("base_url", "script"):
         if options[key]:
             values[key] = str(options[key])

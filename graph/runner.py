@@ -83,7 +83,8 @@ class Runner:
             if existing.task_hash == task.content_hash() and existing.status == Terminal.SUCCESS:
                 return await self.report(thread_id)
             raise RunExists(thread_id, existing.status)
-        return await self._drive(thread_id, {"task": task.model_dump(mode="json")}, observe, context=settings)
+        graph_input = {"task": task.model_dump(mode="json"), "settings": settings.model_dump(mode="json")}
+        return await self._drive(thread_id, graph_input, observe, context=settings)
 
     def cancel(self) -> None:
         """Stop the run being driven at the next safe point (after the current step is saved)."""

@@ -73,15 +73,6 @@ class Task(BaseModel):
         return hashlib.sha256(canonical.encode()).hexdigest()
 
 
-class RunInput(BaseModel):
-    """The graph's input: a task."""
-
-    model_config = ConfigDict(use_attribute_docstrings=True)
-
-    task: Task
-    """The task to run."""
-
-
 class RunSettings(BaseModel):
     """How a run executes: which model, which tool servers, how approvals work.
 
@@ -120,3 +111,15 @@ class RunSettings(BaseModel):
     """Confidence below this ends the run LOW_CONFIDENCE."""
     commit_threshold: float = 0.8
     """Confidence at or above this commits automatically; between the two thresholds needs review."""
+
+
+class RunInput(BaseModel):
+    """The graph's input: a task, and optionally the settings to run it with."""
+
+    model_config = ConfigDict(use_attribute_docstrings=True)
+
+    task: Task
+    """The task to run."""
+    settings: RunSettings | None = None
+    """How to run it. When absent, the run's context (RunSettings) is used. Given here, the
+    settings are checkpointed with the input, so a crash before intake's first checkpoint loses nothing."""

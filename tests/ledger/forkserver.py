@@ -28,20 +28,13 @@ from mcp_servers.workspace.__main__ import main as workspace_main
 from tests.tools.servers.probe_server import main as probe_main
 
 
-def _with_argv(prog: str, main: Callable[[], None]) -> Callable[[list[str]], None]:
-    def run(argv: list[str]) -> None:
-        sys.argv = [prog, *argv]
-        main()
-
-    return run
-
-
-TARGETS: dict[str, Callable[[list[str]], Any]] = {
-    "boundloop": lambda argv: app(args=argv, prog_name="boundloop"),
-    "workspace": _with_argv("python -m mcp_servers.workspace", workspace_main),
-    "records": _with_argv("python -m mcp_servers.records", records_main),
-    "probe": lambda argv: probe_main(argv),
+TARGETS: dict[str, tuple[str, Callable[[list[str]], Any]]] = {
+    "boundloop": ("boundloop", lambda argv: app(args=argv, prog_name="boundloop")),
+    "workspace": ("python -m mcp_servers.workspace", lambda argv: workspace_main()),
+    "records": ("python -m mcp_servers.records", lambda argv: records_main()),
+    "probe": ("probe_server.py", probe_main),
 }
+"""Target name → (sys.argv[0] in the child, its entry point given the arguments)."""
 
 
 def _child(request: dict[str, Any], fds: list[int]) -> None:
@@ -54,7 +47,9 @@ def _child(request: dict[str, Any], fds: list[int]) -> None:
         os.chdir(request["cwd"])
         os.environ.clear()
         os.environ.update(request["env"])
-        TARGETS[request["target"]](request["argv"])
+        prog, main = TARGETS[request["target"]]
+        sys.argv = [prog, *request["argv"]]
+        main(request["argv"])
         code = 0
     except SystemExit as stop:
         code = stop.code if isinstance(stop.code, int) else (0 if stop.code is None else 1)

@@ -93,10 +93,7 @@ GOAL = "Record the db-2 incident in report.md and ticket T-1, then resolve both"
 TERMINAL = frozenset(code.value for code in Terminal)
 TOOL_POINTS = ("tool:before_intent", "tool:after_intent", "tool:during_call", "tool:after_call")
 
-KNOWN_BROKEN = {
-    "leave:intake#1": "RunSettings travel only as LangGraph's context, which is not checkpointed; killed before "
-                      "intake's checkpoint, the resumed intake sees no settings and ends UNAVAILABLE_DEP",
-}
+KNOWN_BROKEN: dict[str, str] = {}
 """Kill points that fail today for a product bug, with the bug. The harness requires them to still
 fail, so the fix is noticed: then delete the entry."""
 
