@@ -9,11 +9,30 @@ from __future__ import annotations
 
 import hashlib
 import json
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from graph.profiles import PROFILES, ProfileName
+
+
+class Check(BaseModel):
+    """A test or artifact check that verify runs through a tool, before asking the judge."""
+
+    model_config = ConfigDict(use_attribute_docstrings=True, extra="forbid")
+
+    name: str
+    """What the check proves, e.g. "the tests pass" or "summary.md names Chloe"."""
+    tool: str
+    """Qualified tool name, e.g. `sandbox__run_command` or `workspace__read_file`."""
+    args: dict[str, Any] = Field(default_factory=dict)
+    """Arguments for the tool; they pass the same gate as any call."""
+    kind: Literal["test", "artifact"] = "artifact"
+    """Tests run first, then artifact checks (seed 002's order)."""
+    expect_contains: str | None = None
+    """Text the tool's output must contain."""
+    expect_exit_code: int | None = None
+    """For commands: the `exit_code` the tool's JSON output must report."""
 
 
 class Task(BaseModel):
@@ -29,6 +48,8 @@ class Task(BaseModel):
     """Things the agent must not do or must respect while working."""
     output_schema: dict[str, Any] | None = None
     """JSON schema the final answer must satisfy (a hard gate in verify)."""
+    checks: list[Check] = Field(default_factory=list)
+    """Tests and artifact checks verify runs through tools before the judge."""
     profile: ProfileName = "coding_assistant"
     """Risk profile: sets budget defaults and permission rules."""
     budget: dict[str, float | int | None] = Field(default_factory=dict)

@@ -1,20 +1,26 @@
-"""verify: check the final answer — the output schema first (a hard gate), then the acceptance
-criteria through the judge model (seed 002's order: tests → artifacts → LLM judge as the fallback).
+"""verify: check the final answer — the output schema first (a hard gate), then the task's tests
+and artifact checks through tools, then the acceptance criteria through the judge model (seed
+002's order: tests → artifacts → an LLM judge as the fallback). Each stage runs only if the one
+before it passed: a failing test is reason enough to repair, without paying for a judge.
 """
 
 from __future__ import annotations
 
 import json
+import time
 from typing import Any
 
 from jsonschema import validators
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
 from pydantic import BaseModel, Field
 
+from graph.budget import Budget, add_usage
 from graph.models import call_model
 from graph.prompts import JUDGE, evidence_brief, task_brief
 from graph.replies import parse_reply
-from graph.services import Services
+from graph.services import Services, current_run_id
+from nodes.execute import run_call
+from tools import gateway
 
 
 class Failure(BaseModel):
@@ -32,13 +38,17 @@ async def verify(state: dict[str, Any], services: Services) -> dict[str, Any]:
     task = state["task"]
     failures = schema_failures(answer, task.get("output_schema"))
     update: dict[str, Any] = {"status": {"phase": "verify"}}
+    if not failures and task.get("checks"):
+        failures, checked = await run_checks(state, services)
+        update.update(checked)
     judged = False
     if not failures and task.get("acceptance_criteria"):
         request = [
             SystemMessage(JUDGE),
             HumanMessage(f"{task_brief(task)}\n\nOutput:\n{answer}\n\nEvidence:\n{evidence_brief(state.get('observations', []))}"),
         ]
-        reply, update["usage"] = await call_model(state, "judge", request)
+        reply, judge_usage = await call_model(state, "judge", request)
+        update["usage"] = add_usage(update.get("usage"), judge_usage)
         judged = True
         verdict, problem = parse_reply(str(reply.content), JudgeReply)
         if verdict is None:
@@ -49,6 +59,47 @@ async def verify(state: dict[str, Any], services: Services) -> dict[str, Any]:
     quality["verification"] = {"passed": not failures, "failures": failures, "judged": judged, "output": answer}
     update["quality"] = quality
     return update
+
+
+async def run_checks(state: dict[str, Any], services: Services) -> tuple[list[dict[str, str]], dict[str, Any]]:
+    """Run the task's checks, tests first, through the gate and the executor; return the failures
+    and the state update (observations and usage) the calls produced."""
+    checks = sorted(state["task"]["checks"], key=lambda check: check["kind"] != "test")
+    proposed = [gateway.ProposedCall(f"v{state['usage'].get('calls_by_role', {}).get('actor', 0)}.{n}", f"check:{n}", check["tool"], check["args"])
+                for n, check in enumerate(checks)]
+    admissions = gateway.admit_all(
+        proposed, registry=await services.registry(current_run_id(), state["settings"]),
+        rules=gateway.run_policy(state["settings"], state["task"]["profile"]), budget=Budget.model_validate(state["budget"]),
+        usage=state["usage"], breaker_state=state.get("breakers") or {}, now=time.time(),
+    )
+    failures: list[dict[str, str]] = []
+    update: dict[str, Any] = {"observations": [], "usage": {}}
+    for check, admission in zip(checks, admissions):
+        if admission.verdict != "admit":
+            failures.append({"criterion": check["name"], "reason": f"the check could not run: {admission.message}"})
+            continue
+        ran = await run_call(admission.call, {"settings": state["settings"], "retries_left": 0}, services, phase="verify")
+        update["observations"] += ran["observations"]
+        update["usage"] = add_usage(add_usage(update["usage"], ran["usage"]), admission.reservation)
+        if reason := check_failure(check, ran["observations"][0]["status"], str(ran["messages"][0].content)):
+            failures.append({"criterion": check["name"], "reason": reason})
+    return failures, update
+
+
+def check_failure(check: dict[str, Any], status: str, output: str) -> str | None:
+    """Why a check's tool result fails it (None: it passes)."""
+    if status != "ok":
+        return f"{check['tool']} ended {status}: {output[:300]}"
+    if check.get("expect_contains") is not None and check["expect_contains"] not in output:
+        return f"output of {check['tool']} does not contain {check['expect_contains']!r}"
+    if check.get("expect_exit_code") is not None:
+        try:
+            exit_code = json.loads(output).get("exit_code")
+        except (json.JSONDecodeError, AttributeError):
+            return f"output of {check['tool']} reports no exit_code"
+        if exit_code != check["expect_exit_code"]:
+            return f"{check['tool']} exited {exit_code}, expected {check['expect_exit_code']}: {output[:300]}"
+    return None
 
 
 def final_answer(state: dict[str, Any]) -> str:

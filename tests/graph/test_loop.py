@@ -221,3 +221,40 @@ async def test_large_tool_output_is_cut_for_the_model_and_stored_whole(run_scrip
     stored = await get_payload(runner.pool, observation["pointer"])
     assert "x" * 10_000 in stored.body
     assert len(_tool_messages(report)[0].content) < 700
+
+
+async def test_artifact_checks_run_through_tools_before_the_judge_and_drive_repair(run_script, workspace):
+    """The check reads summary.md: missing text fails verification without a judge call; the repaired file passes."""
+    write = lambda text: {"name": "workspace__write_file", "args": {"path": "summary.md", "content": text}}  # noqa: E731
+    check = {"name": "summary names the owner", "tool": "workspace__read_file", "args": {"path": "summary.md"}, "expect_contains": "Ana"}
+    report = await run_script(
+        {"planner": [PLAN_ONE_STEP], "actor": [step(calls=[write("notes")]), step("written"), step(calls=[write("Ana: notes")]), step("fixed")],
+         "judge": [JUDGE_PASS], "critic": [CRITIC_PASS, CRITIC_PASS]},
+        task={"checks": [check], "acceptance_criteria": ["names the owner"]},
+    )
+    assert report.status == Terminal.SUCCESS
+    first = report.values["quality"]["repairs"][0]["problems"][0]
+    assert first == "summary names the owner: output of workspace__read_file does not contain 'Ana'"
+    assert report.values["usage"]["calls_by_role"]["judge"] == 1
+    assert [obs["call_id"] for obs in report.values["observations"] if obs.get("phase") == "verify"] == ["v2.0", "v4.0"]
+
+
+async def test_a_hung_tool_times_out_and_the_loop_continues(run_script, workspace):
+    """The call is cancelled at the timeout, the model reads `timeout`, and the run goes on to commit."""
+    import sys
+    from pathlib import Path
+
+    probe = Path(__file__).parents[1] / "tools" / "servers" / "probe_server.py"
+    servers = {"mcpServers": {
+        "workspace": {"command": sys.executable, "args": ["-m", "mcp_servers.workspace", "--root", str(workspace)], "trusted": True},
+        "probe": {"command": sys.executable, "args": [str(probe)], "trusted": True},
+    }}
+    report = await run_script(
+        {"planner": [PLAN_ONE_STEP], "actor": [step(calls=[{"name": "probe__slow", "args": {"seconds": 30}}]), step(calls=[READ_NOTES]), FINAL],
+         "critic": [CRITIC_PASS]},
+        servers=servers, tool_timeout_s=0.5,
+    )
+    assert report.status == Terminal.SUCCESS
+    ladder = [(obs["status"], obs["stage"]) for obs in report.values["observations"]]
+    assert ladder == [("timeout", "attempted"), ("ok", "committed")]
+    assert _tool_messages(report)[0].content.startswith("timeout:")
