@@ -1,4 +1,4 @@
-"""Session-wide test fixtures: the database.
+"""Session-wide test fixtures: the database, and the check that no server outlives the suite.
 
 One throwaway PostgreSQL cluster per test session (or the server named by
 BOUNDLOOP_TEST_ADMIN_URL, a postgresql:// URL of a superuser), and a fresh database per test.
@@ -21,6 +21,18 @@ import pytest
 from psycopg_pool import AsyncConnectionPool
 
 from checkpoints import LocalCluster, migrate, open_pool
+from tests.leftovers import wait_for_none
+
+
+@pytest.fixture(scope="session", autouse=True)
+def no_server_outlives_the_suite() -> Iterator[None]:
+    """Every MCP server (ours, the probe, third-party) and dev server the suite starts is reaped."""
+    import time
+
+    started = time.time() - 1
+    yield
+    if alive := wait_for_none(started):
+        pytest.fail("server processes outlived the test suite:\n" + "\n".join(alive))
 
 
 @contextmanager

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from graph.budget import Budget, add_usage, check_before_tool_call, tool_call_reservation
-from tools import arguments, breakers, policy
+from tools import arguments, breakers, policy, saga
 from tools.outcome import CallOutcome
 from tools.registry import ToolRegistry, ToolSpec
 
@@ -59,6 +59,7 @@ def describe(call: ProposedCall, spec: ToolSpec | None) -> dict[str, Any]:
             read_only=spec.hints.read_only,
             idempotent=spec.hints.idempotent,
             side_effect=not spec.hints.read_only,
+            reversibility=saga.reversibility(spec),
         )
     return record
 

@@ -16,6 +16,7 @@ async def test_two_gated_calls_wait_separately_and_each_decision_is_carried_out(
     by_tool = {item["value"]["name"]: item["id"] for item in waiting.interrupts}
     assert set(by_tool) == {"workspace__delete_file", "workspace__move_file"}
     assert {item["value"]["rule"] for item in waiting.interrupts} == {"rule:coding_assistant.delete", "rule:coding_assistant.move"}
+    assert {item["value"]["reversibility"] for item in waiting.interrupts} == {"compensable"}
 
     still_waiting = await runner.resume(waiting.thread_id, decisions={by_tool["workspace__move_file"]: {"decision": "approve", "approver": "ana"}})
     assert [item["value"]["name"] for item in still_waiting.interrupts] == ["workspace__delete_file"]
