@@ -39,8 +39,12 @@ def stop(state: dict[str, Any]) -> Stop:
     if state.get("settings", {}).get("unattended") or "budget" not in state:
         return "finalize"
     code = (state.get("ending") or {}).get("code") or _exhausted_code(state)
-    escalations_left = _budget(state).escalations is None or state["usage"].get("escalations", 0) < _budget(state).escalations
-    return "escalate" if code in ASK_A_HUMAN and escalations_left else "finalize"
+    return "escalate" if code in ASK_A_HUMAN and _escalations_left(state) else "finalize"
+
+
+def _escalations_left(state: dict[str, Any]) -> bool:
+    limit = _budget(state).escalations
+    return limit is None or state["usage"].get("escalations", 0) < limit
 
 
 def _exhausted_code(state: dict[str, Any]) -> str | None:
@@ -105,7 +109,12 @@ def route_after_verify(state: dict[str, Any]) -> Literal["critique", "escalate",
 def route_after_critique(state: dict[str, Any]) -> Literal["commit", "repair", "escalate", "finalize"]:
     if must_stop(state):
         return stop(state)
-    return "commit" if state["quality"]["critique"]["passed"] else "repair"
+    critique = state["quality"]["critique"]
+    if critique["passed"]:
+        return "commit"
+    if critique.get("disagree") and not state["settings"].get("unattended") and _escalations_left(state):
+        return "escalate"
+    return "repair"
 
 
 def route_after_repair(state: dict[str, Any]) -> Literal["act", "escalate", "finalize"]:
@@ -116,7 +125,7 @@ def route_after_commit(state: dict[str, Any]) -> Literal["escalate", "finalize"]
     return "finalize" if state["ending"]["code"] == Terminal.SUCCESS else stop(state)
 
 
-def route_after_escalate(state: dict[str, Any]) -> Literal["plan", "retrieve", "act", "escalate", "finalize"]:
+def route_after_escalate(state: dict[str, Any]) -> Literal["plan", "retrieve", "act", "commit", "repair", "escalate", "finalize"]:
     """Back to where the human's answer lets the run continue, or to the end if they declined."""
     if state.get("ending"):
         return "finalize"

@@ -21,7 +21,9 @@ async def commit(state: dict[str, Any], services: Services) -> dict[str, Any]:
     confidence = round(max(quality.get("critique", {}).get("weighted", 0.0) - REPAIR_PENALTY * repairs, 0.0), 4)
     quality["confidence"] = confidence
     settings = state["settings"]
-    if confidence >= settings.get("commit_threshold", 0.8):
+    if quality.get("accepted_by"):
+        code, reason = Terminal.SUCCESS, f"committed at confidence {confidence}, accepted by {quality['accepted_by']} when the verifier and the critic disagreed"
+    elif confidence >= settings.get("commit_threshold", 0.8):
         code, reason = Terminal.SUCCESS, f"committed with confidence {confidence}"
     elif confidence >= settings.get("review_threshold", 0.5):
         code, reason = Terminal.REVIEW_REQUIRED, f"confidence {confidence} is in the review band"

@@ -1,5 +1,8 @@
 """critique: an independent critic scores the output on seed 000's rubric and lists defects.
 
+When the critic and the verifier disagree (one passes what the other fails), an attended run asks
+a human to review rather than trusting either.
+
 The critic sees the task, the output, the evidence and the verifier's findings — never the
 actor's messages. Its verdict passes only when every dimension meets its minimum (an L∞ gate:
 no dimension may be traded for another), and verification passed too.
@@ -64,13 +67,14 @@ async def critique(state: dict[str, Any], services: Services) -> dict[str, Any]:
 def score(reply: CriticReply | None, problem: str | None, verified: bool) -> dict[str, Any]:
     """Weighted score, the dimensions below their minimum, and the pass verdict."""
     if reply is None:
-        return {"passed": False, "weighted": 0.0, "scores": {}, "below_minimum": list(RUBRIC),
+        return {"passed": False, "disagree": False, "weighted": 0.0, "scores": {}, "below_minimum": list(RUBRIC),
                 "defects": [{"location": "critic", "problem": f"critic {problem}", "repair_hint": ""}]}
     scores = reply.scores.model_dump()
     below = [name for name, (_, minimum) in RUBRIC.items() if scores[name] < minimum]
     weighted = round(sum(scores[name] * weight for name, (weight, _) in RUBRIC.items()), 4)
     return {
         "passed": verified and not below,
+        "disagree": verified == bool(below),
         "weighted": weighted,
         "scores": scores,
         "below_minimum": below,

@@ -19,7 +19,7 @@ from graph.budget import Budget, check_before_model_call, check_before_step
 from graph.services import Services, current_run_id
 from graph.status import Terminal, ending
 
-Kind = Literal["plan_approval", "ask_user", "budget_extension", "review"]
+Kind = Literal["plan_approval", "ask_user", "budget_extension", "review", "disagreement"]
 
 
 class EscalationAnswer(BaseModel):
@@ -56,6 +56,8 @@ def _request(state: dict[str, Any]) -> tuple[Kind, dict[str, Any]]:
     stopping = state.get("ending")
     if stopping is None:
         exhaustion = _exhaustion(state)
+        if exhaustion is None and state["status"].get("phase") == "critique":
+            return "disagreement", _disagreement(state["quality"])
         if exhaustion is None:
             return "plan_approval", {"type": "plan_approval", "steps": state["plan"]["steps"]}
         stopping = ending(exhaustion.code, exhaustion.message, exhaustion.next_safe_action, dimension=exhaustion.dimension)
@@ -69,6 +71,14 @@ def _request(state: dict[str, Any]) -> tuple[Kind, dict[str, Any]]:
     budget = Budget.model_validate(state["budget"])
     return "budget_extension", {"type": "budget_extension", "dimension": dimension, "limit": getattr(budget, dimension),
                                 "used": state["usage"].get(dimension, 0), "reason": stopping["reason"], "ending": stopping}
+
+
+def _disagreement(quality: dict[str, Any]) -> dict[str, Any]:
+    verification, critique = quality["verification"], quality["critique"]
+    verifier = "passed" if verification["passed"] else "failed: " + "; ".join(f"{f['criterion']}: {f['reason']}" for f in verification["failures"])
+    critic = "passed" if not critique["below_minimum"] else "failed: below the minimum on " + ", ".join(critique["below_minimum"])
+    return {"type": "review", "output": verification["output"], "confidence": critique["weighted"],
+            "reason": f"the verifier and the critic disagree: verifier {verifier}; critic {critic}"}
 
 
 def _exhaustion(state: dict[str, Any]) -> Any:
@@ -109,7 +119,19 @@ def _review(state: dict[str, Any], request: dict[str, Any], answer: EscalationAn
                              "Change the task or the approach; the run's side effects were rolled back.")}
 
 
-APPLY = {"plan_approval": _approve_plan, "ask_user": _answer_question, "budget_extension": _extend_budget, "review": _review}
+def _settle_disagreement(state: dict[str, Any], request: dict[str, Any], answer: EscalationAnswer) -> dict[str, Any]:
+    """Accepted: commit the output as a human vouched for it. Rejected: repair, with the reason."""
+    quality = dict(state["quality"])
+    if answer.accept:
+        quality["accepted_by"] = answer.approver or "a reviewer"
+        return {"quality": quality, "resume_to": "commit"}
+    failures = [*quality["verification"]["failures"], {"criterion": "human review", "reason": answer.message or "rejected"}]
+    quality["verification"] = {**quality["verification"], "passed": False, "failures": failures}
+    return {"quality": quality, "resume_to": "repair"}
+
+
+APPLY = {"plan_approval": _approve_plan, "ask_user": _answer_question, "budget_extension": _extend_budget, "review": _review,
+         "disagreement": _settle_disagreement}
 
 
 async def _record(pool: Any, run_id: str, call_id: str, answer: EscalationAnswer) -> None:

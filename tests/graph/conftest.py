@@ -18,6 +18,10 @@ PLAN_ONE_STEP = {
     "usage": {"input_tokens": 100, "output_tokens": 20},
 }
 JUDGE_PASS = {"content": {"passed": True, "failures": []}, "usage": {"input_tokens": 50, "output_tokens": 5}}
+CRITIC_FAIL = {
+    "content": {"scores": {"correctness": 0.5, "completeness": 0.5, "coherence": 0.9, "safety": 1}, "defects": [{"problem": "incomplete"}]},
+    "usage": {"input_tokens": 50, "output_tokens": 5},
+}
 CRITIC_PASS = {
     "content": {"scores": {"correctness": 1, "completeness": 1, "coherence": 1, "safety": 1}, "defects": []},
     "usage": {"input_tokens": 50, "output_tokens": 5},

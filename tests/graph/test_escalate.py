@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from graph.status import Terminal
-from tests.graph.conftest import CRITIC_PASS, PLAN_ONE_STEP, READ_NOTES, step
+from tests.graph.conftest import CRITIC_PASS, JUDGE_PASS, PLAN_ONE_STEP, READ_NOTES, step
 
 FINAL = step("Ana publishes the notes.")
 LIST = {"name": "workspace__list_files", "args": {}}
@@ -80,3 +80,28 @@ async def test_unattended_runs_never_wait_for_an_extension(run_script):
     report = await run_script({"planner": [PLAN_ONE_STEP], "actor": [step(calls=[READ_NOTES]), step(calls=[LIST])]},
                               task={"budget": {"tool_calls": 1}}, unattended=True)
     assert report.status == Terminal.BUDGET_EXHAUSTED and not report.waiting
+
+
+async def test_when_the_critic_and_the_verifier_disagree_a_human_decides(run_script, runner):
+    """The judge fails the answer, the critic passes it: ask; an accepted output commits, named as such."""
+    judge_fail = step({"passed": False, "failures": [{"criterion": "owner", "reason": "owner missing"}]})
+    waiting = await run_script({"planner": [PLAN_ONE_STEP], "actor": [FINAL], "judge": [judge_fail], "critic": [CRITIC_PASS]},
+                               task={"acceptance_criteria": ["names the owner"]})
+    assert waiting.status == Terminal.REVIEW_REQUIRED
+    [item] = waiting.interrupts
+    assert item["value"]["reason"] == "the verifier and the critic disagree: verifier failed: owner: owner missing; critic passed"
+    done = await runner.resume(waiting.thread_id, decisions={item["id"]: {"accept": True, "approver": "ana"}})
+    assert done.status == Terminal.SUCCESS
+    assert done.values["ending"]["reason"] == "committed at confidence 1.0, accepted by ana when the verifier and the critic disagreed"
+
+
+async def test_a_rejected_disagreement_goes_to_repair_with_the_reviewers_reason(run_script, runner):
+    judge_fail = step({"passed": False, "failures": [{"criterion": "owner", "reason": "owner missing"}]})
+    waiting = await run_script(
+        {"planner": [PLAN_ONE_STEP], "actor": [FINAL, step("Ana (owner) publishes the notes.")], "judge": [judge_fail, JUDGE_PASS],
+         "critic": [CRITIC_PASS, CRITIC_PASS]},
+        task={"acceptance_criteria": ["names the owner"]},
+    )
+    done = await runner.resume(waiting.thread_id, decisions={waiting.interrupts[0]["id"]: {"accept": False, "message": "say who owns it"}})
+    assert done.status == Terminal.SUCCESS
+    assert "human review: say who owns it" in done.values["quality"]["repairs"][0]["problems"]

@@ -9,7 +9,7 @@ from langchain_core.messages import AIMessage, ToolMessage
 
 from graph.errors import RunStopped
 from graph.status import Terminal
-from tests.graph.conftest import CRITIC_PASS, JUDGE_PASS, PLAN_ONE_STEP, READ_NOTES, step
+from tests.graph.conftest import CRITIC_FAIL, CRITIC_PASS, JUDGE_PASS, PLAN_ONE_STEP, READ_NOTES, step
 
 FINAL = step("Ana publishes the notes.")
 
@@ -135,7 +135,7 @@ async def test_a_failed_verification_is_repaired_then_committed(run_script):
 async def test_repairs_are_bounded_and_the_partial_output_is_kept(run_script):
     judge_fail = step({"passed": False, "failures": [{"criterion": "owner", "reason": "owner missing"}]})
     report = await run_script(
-        {"planner": [PLAN_ONE_STEP], "actor": [step("draft one"), step("draft two")], "judge": [judge_fail, judge_fail], "critic": [CRITIC_PASS, CRITIC_PASS]},
+        {"planner": [PLAN_ONE_STEP], "actor": [step("draft one"), step("draft two")], "judge": [judge_fail, judge_fail], "critic": [CRITIC_FAIL, CRITIC_FAIL]},
         task={"acceptance_criteria": ["names the owner"], "budget": {"repairs": 1}},
     )
     assert report.status == Terminal.VALIDATION_FAIL
@@ -147,7 +147,7 @@ async def test_repairs_are_bounded_and_the_partial_output_is_kept(run_script):
 async def test_the_same_failure_three_times_ends_repeated_failure_instead_of_spinning(run_script):
     judge_fail = step({"passed": False, "failures": [{"criterion": "owner", "reason": "owner missing"}]})
     report = await run_script(
-        {"planner": [PLAN_ONE_STEP], "actor": [step("same")] * 3, "judge": [judge_fail] * 3, "critic": [CRITIC_PASS] * 3},
+        {"planner": [PLAN_ONE_STEP], "actor": [step("same")] * 3, "judge": [judge_fail] * 3, "critic": [CRITIC_FAIL] * 3},
         task={"acceptance_criteria": ["names the owner"], "budget": {"repairs": 10}},
     )
     assert report.status == Terminal.REPEATED_FAILURE
@@ -229,7 +229,7 @@ async def test_artifact_checks_run_through_tools_before_the_judge_and_drive_repa
     check = {"name": "summary names the owner", "tool": "workspace__read_file", "args": {"path": "summary.md"}, "expect_contains": "Ana"}
     report = await run_script(
         {"planner": [PLAN_ONE_STEP], "actor": [step(calls=[write("notes")]), step("written"), step(calls=[write("Ana: notes")]), step("fixed")],
-         "judge": [JUDGE_PASS], "critic": [CRITIC_PASS, CRITIC_PASS]},
+         "judge": [JUDGE_PASS], "critic": [CRITIC_FAIL, CRITIC_PASS]},
         task={"checks": [check], "acceptance_criteria": ["names the owner"]},
     )
     assert report.status == Terminal.SUCCESS

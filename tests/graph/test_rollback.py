@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from graph.status import Terminal
-from tests.graph.conftest import CRITIC_PASS, PLAN_ONE_STEP, step
+from tests.graph.conftest import CRITIC_FAIL, CRITIC_PASS, PLAN_ONE_STEP, step
 
 JUDGE_FAIL = step({"passed": False, "failures": [{"criterion": "owner", "reason": "owner missing"}]})
 WRITE_NEW = {"name": "workspace__write_file", "args": {"path": "new.md", "content": "draft"}}
@@ -14,7 +14,7 @@ async def test_a_validation_failure_after_two_writes_compensates_both_in_reverse
     original = (workspace / "notes.md").read_text()
     report = await run_script(
         {"planner": [PLAN_ONE_STEP], "actor": [step(calls=[WRITE_NEW]), step(calls=[OVERWRITE]), step("draft")],
-         "judge": [JUDGE_FAIL], "critic": [CRITIC_PASS]},
+         "judge": [JUDGE_FAIL], "critic": [CRITIC_FAIL]},
         task={"acceptance_criteria": ["names the owner"], "budget": {"repairs": 0}},
     )
     assert report.status == Terminal.VALIDATION_FAIL
