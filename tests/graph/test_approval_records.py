@@ -123,3 +123,61 @@ def _wait_for_pending(db_url: str, thread: str, process: subprocess.Popen, withi
                 pass
             time.sleep(0.05)
     raise AssertionError("no approval request appeared")
+
+
+@pytest.mark.parametrize("count_wait_time", [False, True])
+async def test_time_waiting_for_a_human_is_charged_only_when_asked(run_script, runner, count_wait_time):
+    """An hour spent waiting: by default the run goes on; counted, it trips the wall clock (600 s)."""
+    waiting = await run_script(SCRIPT, count_wait_time=count_wait_time)
+    async with runner.pool.connection() as conn:
+        await conn.execute("UPDATE boundloop_approvals SET created_at = now() - interval '1 hour' WHERE thread_id = %s", (waiting.thread_id,))
+    done = await runner.decide(waiting.thread_id, "a0.0", {"decision": "approve"})
+    if count_wait_time:
+        assert done.status == Terminal.TIMEOUT and done.interrupts[0]["value"]["dimension"] == "wall_clock_s"
+        assert done.values["usage"]["wall_clock_s"] > 3600
+    else:
+        assert done.status == Terminal.SUCCESS and done.values["usage"]["wall_clock_s"] < 600
+
+
+def test_the_terminal_asks_inline_and_edits_arguments_in_the_editor(db_url, tmp_path):
+    """On a terminal, `run` prompts for each approval; `e` opens $EDITOR on the arguments as JSON."""
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    (workspace / "notes.md").write_text("notes")
+    script = tmp_path / "script.json"
+    script.write_text(json.dumps({"roles": SCRIPT}))
+    editor = tmp_path / "editor.sh"
+    editor.write_text('#!/bin/sh\necho \'{"source": "notes.md", "destination": "edited.md"}\' > "$1"\n')
+    editor.chmod(0o755)
+    primary, secondary = pty.openpty()
+    process = subprocess.Popen([BOUNDLOOP, "run", "tidy up", "--model", "scripted", "--script", str(script), "--workspace", str(workspace),
+                                "--database-url", db_url], stdin=secondary, stdout=secondary, stderr=secondary, env=_env(EDITOR=str(editor)))
+    os.close(secondary)
+    screen = _read_until(primary, b"[a]pprove, [r]eject, [e]dit, re[s]pond")
+    assert b"workspace__move_file" in screen
+    os.write(primary, b"e\n")
+    screen += _read_until(primary, b"SUCCESS")
+    process.wait(timeout=60)
+    os.close(primary)
+    assert process.returncode == 0, screen.decode(errors="replace")
+    assert (workspace / "edited.md").read_text() == "notes" and not (workspace / "a.md").exists()
+
+
+def _read_until(fd: int, marker: bytes, within_s: float = 90) -> bytes:
+    import select
+    import time
+
+    seen, deadline = b"", time.monotonic() + within_s
+    while marker not in seen:
+        remaining = deadline - time.monotonic()
+        assert remaining > 0, f"{marker!r} never appeared; the screen was:\n{seen.decode(errors='replace')}"
+        ready, _, _ = select.select([fd], [], [], remaining)
+        if ready:
+            try:
+                chunk = os.read(fd, 4096)
+            except OSError:
+                break
+            if not chunk:
+                break
+            seen += chunk
+    return seen
