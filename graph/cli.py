@@ -27,6 +27,7 @@ from graph.progress import Progress, render_pending, render_report, render_runs,
 from graph.runner import RunReport, Runner
 from graph.task import RunSettings, Task
 from tools.errors import ToolsError
+from tools.config import load_servers
 from tools.policy import load_policy
 
 app = typer.Typer(help="boundloop: a bounded, durable, permissioned agent loop.", no_args_is_help=True, add_completion=False)
@@ -170,6 +171,8 @@ def _run(options: dict[str, Any]) -> None:
     model_for(settings.model_dump(mode="json"))  # fail fast on a missing key or a bad script, before any run exists
     if settings.policy:
         load_policy(settings.policy)
+    if settings.servers:
+        load_servers(settings.servers)
     _with_runner(
         options["database_url"],
         lambda runner: _drive(runner, runner.start(task, settings, thread_id=options["thread"], observe=_observer(options["as_json"])), options["as_json"]),

@@ -61,10 +61,13 @@ def test_run_without_an_api_key_says_how_to_configure_one(db_url):
         (["run", "--task", "{bad_task}", "--model", "scripted", "--script", "{script}"], "task: goal: String should have at least 1 character"),
         (["run", "x", "--profile", "astronaut", "--model", "scripted", "--script", "{script}"], "task: profile: Input should be"),
         (["show", "run-nope"], "no run 'run-nope' in this database"),
+        (["run", "x", "--model", "scripted", "--script", "{script}", "--servers", "{bad_servers}"], "mcpServers.files has both 'command' and 'url'"),
     ],
 )
 def test_bad_input_gets_one_clear_message_and_no_traceback(db_url, tmp_path, args, message):
-    files = {"script": tmp_path / "s.json", "bad_script": tmp_path / "bad.json", "bad_task": tmp_path / "task.json"}
+    files = {"script": tmp_path / "s.json", "bad_script": tmp_path / "bad.json", "bad_task": tmp_path / "task.json",
+             "bad_servers": tmp_path / "servers.json"}
+    files["bad_servers"].write_text(json.dumps({"mcpServers": {"files": {"command": "x", "url": "http://127.0.0.1:1/mcp"}}}))
     files["script"].write_text(json.dumps({"roles": {}}))
     files["bad_script"].write_text("{oops")
     files["bad_task"].write_text(json.dumps({"goal": ""}))
