@@ -83,15 +83,9 @@ async def test_an_approved_side_effect_runs_exactly_once_across_several_resumes(
 
 def test_an_approval_given_from_a_new_process_after_the_waiting_process_was_killed(db_url, tmp_path):
     """`run` waits at its interactive prompt; it is SIGKILLed; `pending` and `approve` in new processes finish it."""
-    workspace = tmp_path / "ws"
-    workspace.mkdir()
-    (workspace / "notes.md").write_text("notes")
-    script = tmp_path / "script.json"
-    script.write_text(json.dumps({"roles": SCRIPT}))
+    workspace, run = _terminal_run(tmp_path, db_url, "--thread", "waiting-run")
     primary, secondary = pty.openpty()
-    waiting = subprocess.Popen([BOUNDLOOP, "run", "tidy up", "--model", "scripted", "--script", str(script), "--workspace", str(workspace),
-                                "--thread", "waiting-run", "--database-url", db_url],
-                               stdin=secondary, stdout=secondary, stderr=secondary, env=_env())
+    waiting = subprocess.Popen(run, stdin=secondary, stdout=secondary, stderr=secondary, env=_env())
     _wait_for_pending(db_url, "waiting-run", waiting)
     waiting.send_signal(signal.SIGKILL)
     waiting.wait(timeout=10)
@@ -141,17 +135,12 @@ async def test_time_waiting_for_a_human_is_charged_only_when_asked(run_script, r
 
 def test_the_terminal_asks_inline_and_edits_arguments_in_the_editor(db_url, tmp_path):
     """On a terminal, `run` prompts for each approval; `e` opens $EDITOR on the arguments as JSON."""
-    workspace = tmp_path / "ws"
-    workspace.mkdir()
-    (workspace / "notes.md").write_text("notes")
-    script = tmp_path / "script.json"
-    script.write_text(json.dumps({"roles": SCRIPT}))
+    workspace, run = _terminal_run(tmp_path, db_url)
     editor = tmp_path / "editor.sh"
     editor.write_text('#!/bin/sh\necho \'{"source": "notes.md", "destination": "edited.md"}\' > "$1"\n')
     editor.chmod(0o755)
     primary, secondary = pty.openpty()
-    process = subprocess.Popen([BOUNDLOOP, "run", "tidy up", "--model", "scripted", "--script", str(script), "--workspace", str(workspace),
-                                "--database-url", db_url], stdin=secondary, stdout=secondary, stderr=secondary, env=_env(EDITOR=str(editor)))
+    process = subprocess.Popen(run, stdin=secondary, stdout=secondary, stderr=secondary, env=_env(EDITOR=str(editor)))
     os.close(secondary)
     screen = _read_until(primary, b"[a]pprove, [r]eject, [e]dit, re[s]pond")
     assert b"workspace__move_file" in screen
@@ -161,6 +150,17 @@ def test_the_terminal_asks_inline_and_edits_arguments_in_the_editor(db_url, tmp_
     os.close(primary)
     assert process.returncode == 0, screen.decode(errors="replace")
     assert (workspace / "edited.md").read_text() == "notes" and not (workspace / "a.md").exists()
+
+
+def _terminal_run(tmp_path, db_url: str, *extra: str) -> tuple[object, list[str]]:
+    """A workspace with notes.md, and the `boundloop run` command line whose actor asks to move it."""
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    (workspace / "notes.md").write_text("notes")
+    script = tmp_path / "script.json"
+    script.write_text(json.dumps({"roles": SCRIPT}))
+    run = [BOUNDLOOP, "run", "tidy up", "--model", "scripted", "--script", str(script), "--workspace", str(workspace), "--database-url", db_url, *extra]
+    return workspace, run
 
 
 def _read_until(fd: int, marker: bytes, within_s: float = 90) -> bytes:
