@@ -7,6 +7,7 @@ import os
 import pty
 import signal
 import subprocess
+from pathlib import Path
 
 import psycopg
 import pytest
@@ -152,7 +153,7 @@ def test_the_terminal_asks_inline_and_edits_arguments_in_the_editor(db_url, tmp_
     assert (workspace / "edited.md").read_text() == "notes" and not (workspace / "a.md").exists()
 
 
-def _terminal_run(tmp_path, db_url: str, *extra: str) -> tuple[object, list[str]]:
+def _terminal_run(tmp_path: Path, db_url: str, *extra: str) -> tuple[Path, list[str]]:
     """A workspace with notes.md, and the `boundloop run` command line whose actor asks to move it."""
     workspace = tmp_path / "ws"
     workspace.mkdir()
