@@ -58,3 +58,12 @@ async def test_a_user_policy_rule_applies_with_the_profile_and_is_named_in_the_r
     observation = report.values["observations"][0]
     assert (observation["status"], observation["rule"]) == ("denied", "rule:no-notes")
     assert report.values["boundary"]["policy_hash"] != ""
+
+
+async def test_parallel_approvals_can_be_answered_together(run_script, runner, workspace):
+    waiting = await run_script({"planner": [PLAN_ONE_STEP], "actor": [step(calls=[DELETE, MOVE]), step("done")], "critic": [CRITIC_PASS]})
+    decisions = {item["id"]: {"decision": "reject" if item["value"]["name"] == "workspace__delete_file" else "approve"} for item in waiting.interrupts}
+    done = await runner.resume(waiting.thread_id, decisions=decisions)
+    assert done.status == Terminal.SUCCESS
+    assert (workspace / "old.md").exists() and not (workspace / "notes.md").exists()
+    assert {obs["call_id"]: obs["status"] for obs in done.values["observations"]} == {"a0.0": "rejected", "a0.1": "ok"}
