@@ -9,7 +9,7 @@ Usage travels through graph state as a plain dict of deltas summed by `add_usage
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
@@ -147,9 +147,6 @@ def check_before_model_call(usage: dict[str, Any], budget: Budget) -> Exhaustion
 def check_before_step(usage: dict[str, Any], budget: Budget) -> Exhaustion | None:
     """The guard every edge passes: only the dimensions that make any further work pointless."""
     return _over(usage, budget, "wall_clock_s")
-
-
-ToolRefusal = Literal["tool_calls", "tool_calls_per_tool", "tool_calls_per_server", "side_effects", "tool_result_chars"]
 
 
 def check_before_tool_call(

@@ -21,7 +21,6 @@ from checkpoints.errors import ApprovalRefused
 from checkpoints.lease import run_lease
 from checkpoints.pool import database_url, open_pool
 from checkpoints.saver import postgres_saver
-from checkpoints.schema import migrate
 from graph.builder import build_graph
 from graph.errors import RunExists, RunNotFound, RunStopped
 from graph.services import Services
@@ -64,7 +63,6 @@ class Runner:
         url = self._url or database_url(install=self._install)
         self.pool = await open_pool(url)
         self._stack.push_async_callback(self.pool.close)
-        await migrate(self.pool)
         saver = await self._stack.enter_async_context(postgres_saver(self.pool))
         self.services = Services(pool=self.pool)
         self._stack.push_async_callback(self.services.aclose)

@@ -28,11 +28,6 @@ class Terminal(StrEnum):
     USER_CANCEL = "USER_CANCEL"
 
 
-WAITING: frozenset[Terminal] = frozenset(
-    {Terminal.MISSING_INFO, Terminal.CONFIRM_REQUIRED, Terminal.REVIEW_REQUIRED}
-)
-"""Codes that describe a run paused for a human rather than a run that ended."""
-
 
 def ending(code: Terminal | str, reason: str, next_safe_action: str = "", **detail: str) -> dict[str, str]:
     """How a run ends, as stored in state (plain strings: state stays JSON, never enum objects).

@@ -38,7 +38,6 @@ class Admission:
     verdict: Literal["admit", "ask", "unknown_tool", "invalid_arguments", "denied", "budget_exceeded", "circuit_open", "repeated_call"]
     call: dict[str, Any]
     message: str = ""
-    warning: str | None = None
     exhaustion: Any = None
     reservation: dict[str, Any] = field(default_factory=dict)
 
@@ -105,7 +104,7 @@ def admit(
     record["warning"] = warning
     reservation = tool_call_reservation(tool=call.name, server=spec.server, has_side_effect=not spec.hints.read_only)
     verdict: Literal["admit", "ask"] = "ask" if decision.action == "ask" else "admit"
-    return Admission(verdict, record, decision.reason, warning=warning, reservation=reservation)
+    return Admission(verdict, record, decision.reason, reservation=reservation)
 
 
 def admit_all(calls: list[ProposedCall], **context: Any) -> list[Admission]:
