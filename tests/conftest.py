@@ -21,17 +21,18 @@ import pytest
 from psycopg_pool import AsyncConnectionPool
 
 from checkpoints import LocalCluster, migrate, open_pool
-from tests.leftovers import wait_for_none
+from tests.leftovers import adopt_orphans, wait_for_none
 
 
 @pytest.fixture(scope="session", autouse=True)
 def no_server_outlives_the_suite() -> Iterator[None]:
-    """Every MCP server (ours, the probe, third-party) and dev server the suite starts is reaped."""
-    import time
+    """Every MCP server (ours, the probe, third-party) and dev server the suite starts is reaped.
 
-    started = time.time() - 1
+    Only this session's own process tree is looked at: other users of the machine do not count.
+    """
+    adopt_orphans()
     yield
-    if alive := wait_for_none(started):
+    if alive := wait_for_none():
         pytest.fail("server processes outlived the test suite:\n" + "\n".join(alive))
 
 
