@@ -1,7 +1,8 @@
 """guards: the conditional edges. Pure, deterministic functions of the checkpointed state.
 
-Every edge first asks whether the run must stop (a node's ending, or a budget that the next
-step would break). A stop goes to `escalate` when a human can resolve it (missing information,
+Every edge first asks whether the run must stop (a node's ending, a tripwire — the safety
+breaker, a denied step, a loop of identical failures, conflicting sources (graph/tripwires.py) —
+or a budget that the next step would break). A stop goes to `escalate` when a human can resolve it (missing information,
 an ambiguous task, a budget that could be extended, a result to review) and the run is attended;
 otherwise to `finalize`. Only then does the edge pick the next phase. Routes that fan out return
 one `Send` per tool call, so each call is its own task.
@@ -15,7 +16,9 @@ from langchain_core.messages import AIMessage
 from langgraph.types import Send
 
 from graph.budget import Budget, check_before_model_call, check_before_step
+from graph.plan import unfinished
 from graph.status import Terminal
+from graph.tripwires import tripped
 
 Stop = Literal["escalate", "finalize"]
 ASK_A_HUMAN = frozenset({Terminal.MISSING_INFO, Terminal.AMBIGUOUS_INTENT, Terminal.REVIEW_REQUIRED, Terminal.BUDGET_EXHAUSTED, Terminal.TIMEOUT})
@@ -27,7 +30,8 @@ def _budget(state: dict[str, Any]) -> Budget:
 
 
 def must_stop(state: dict[str, Any]) -> bool:
-    return bool(state.get("ending")) or check_before_step(state.get("usage", {}), _budget(state)) is not None
+    usage = state.get("usage", {})
+    return bool(state.get("ending")) or tripped(state) is not None or check_before_step(usage, _budget(state)) is not None
 
 
 def may_call_model(state: dict[str, Any]) -> bool:
@@ -82,12 +86,14 @@ def route_after_retrieve(state: dict[str, Any]) -> Literal["act", "escalate", "f
     return "act" if may_call_model(state) else stop(state)
 
 
-def route_after_act(state: dict[str, Any]) -> Literal["gate", "verify", "escalate", "finalize"]:
+def route_after_act(state: dict[str, Any]) -> Literal["gate", "verify", "repair", "escalate", "finalize"]:
     if must_stop(state):
         return stop(state)
     last = state["messages"][-1]
     if isinstance(last, AIMessage) and last.tool_calls:
         return "gate"
+    if unfinished((state.get("plan") or {}).get("steps", [])):
+        return "repair"  # the completion check: a final answer with a required step not done never reaches the judge
     needs_judge = bool(state["task"].get("acceptance_criteria"))
     return "verify" if not needs_judge or may_call_model(state) else stop(state)
 

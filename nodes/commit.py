@@ -1,5 +1,9 @@
 """commit: decide from confidence whether the result commits, needs review, or is rejected,
 and seal it with a SHA-256 content hash and a provenance record.
+
+Refuses to commit while a required plan step is pending or failed (the completion check, the
+same one the act→verify edge applies): VALIDATION_FAIL, whatever the judge and critic said.
+A result whose optional steps did not finish commits as PARTIAL_SUCCESS, listing them.
 """
 
 from __future__ import annotations
@@ -7,6 +11,7 @@ from __future__ import annotations
 import hashlib
 from typing import Any
 
+from graph.plan import describe_unfinished, unfinished
 from graph.services import Services
 from graph.status import Terminal, ending
 
@@ -21,7 +26,11 @@ async def commit(state: dict[str, Any], services: Services) -> dict[str, Any]:
     confidence = round(max(quality.get("critique", {}).get("weighted", 0.0) - REPAIR_PENALTY * repairs, 0.0), 4)
     quality["confidence"] = confidence
     settings = state["settings"]
-    if quality.get("accepted_by"):
+    steps = (state.get("plan") or {}).get("steps", [])
+    missing, secondary = describe_unfinished(unfinished(steps)), describe_unfinished(unfinished(steps, optional=True))
+    if missing:
+        code, reason = Terminal.VALIDATION_FAIL, "commit refused, the plan is not complete: " + "; ".join(missing)
+    elif quality.get("accepted_by"):
         code, reason = Terminal.SUCCESS, f"committed at confidence {confidence}, accepted by {quality['accepted_by']} when the verifier and the critic disagreed"
     elif confidence >= settings.get("commit_threshold", 0.8):
         code, reason = Terminal.SUCCESS, f"committed with confidence {confidence}"
@@ -38,7 +47,7 @@ async def commit(state: dict[str, Any], services: Services) -> dict[str, Any]:
             "task_hash": state["boundary"]["task_hash"],
             "plan_hash": (state.get("plan") or {}).get("hash"),
             "tool_calls": [
-                {key: obs.get(key) for key in ("call_id", "tool", "args_hash", "status", "stage", "sha256")}
+                {key: obs.get(key) for key in ("call_id", "tool", "args_hash", "status", "stage", "sha256", "step_id", "postcondition")}
                 for obs in observations
             ],
             "repairs": quality.get("repairs", []),
@@ -48,11 +57,22 @@ async def commit(state: dict[str, Any], services: Services) -> dict[str, Any]:
             "policy_hash": state["boundary"]["policy_hash"],
         },
     }
-    committed = [{"call_id": obs["call_id"], "stage": "committed"} for obs in observations if obs.get("stage") == "verified"] if code == Terminal.SUCCESS else []
+    if code == Terminal.SUCCESS and secondary:
+        code, reason = Terminal.PARTIAL_SUCCESS, f"{reason}; secondary steps not done: " + "; ".join(secondary)
+        result["unresolved"] = secondary
+    commits = code in (Terminal.SUCCESS, Terminal.PARTIAL_SUCCESS)
+    committed = [{"call_id": obs["call_id"], "stage": "committed"} for obs in observations if obs.get("stage") == "verified"] if commits else []
     return {
         "quality": quality,
         "result": result,
         "observations": committed,
-        "ending": ending(code, reason, "" if code == Terminal.SUCCESS else "Review the result and accept or reject it."),
+        "ending": ending(code, reason, NEXT_SAFE_ACTION.get(code, "Review the result and accept or reject it.")),
         "status": {"phase": "commit"},
     }
+
+
+NEXT_SAFE_ACTION = {
+    Terminal.SUCCESS: "",
+    Terminal.PARTIAL_SUCCESS: "Use the result; finish the unresolved steps separately or run again for them.",
+    Terminal.VALIDATION_FAIL: "Finish the unfinished steps (the run's side effects were rolled back), or change the plan.",
+}

@@ -1,35 +1,64 @@
 """observe: ground what the executed calls returned, and advance the plan only from that.
 
-An `ok` observation is promoted to `verified`; anything else stays where it is, with its code.
-Plan steps are marked done only when every tool they expect has a verified observation.
-Also settles the breakers (repeated calls, circuits) and the wave's wall-clock time, and sends
-a call whose outcome a crash made unknown to human review.
+An `ok` observation is promoted to `verified` only when its post-condition holds where the tool
+allows one (tools/postconditions.py: the checksum of the file written, the id and data of the
+record created, read from the result the ledger kept); anything else stays where it is, with its
+code. Each call is bound to the plan step it serves (graph/plan.py), and a step is done only when
+a call made for it is verified; a failed call marks its step failed. Results that carry
+instructions for the agent are flagged with their cues for the safety breaker (graph/safety.py).
+Also settles the breakers (repeated calls, circuits) and the wave's wall-clock time, and sends a
+call whose outcome a crash made unknown to human review.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from langchain_core.messages import ToolMessage
+
+from checkpoints import store
+from graph import plan as plans
+from graph.safety import instruction_cues
 from graph.services import Services, current_run_id
 from graph.status import Terminal, ending
-from tools import breakers
+from tools import breakers, postconditions
+
+TOOL_AUTHORED = frozenset({"ok", "tool_error"})
+"""Outcomes whose text the tool wrote (the rest are the harness's own words)."""
 
 
 async def observe(state: dict[str, Any], services: Services) -> dict[str, Any]:
     observations = state.get("observations", [])
     fresh = [obs for obs in observations if obs.get("stage") in {"observed", "attempted"} and not obs.get("grounded")]
-    grounded = [
-        {"call_id": obs["call_id"], "grounded": True, **({"stage": "verified"} if obs["status"] == "ok" else {})}
-        for obs in fresh
-    ]
-    verified_tools = {obs["tool"] for obs in observations if obs["status"] == "ok"}
     breaker_state = state.get("breakers") or {}
     registry = await services.registry(current_run_id(), state["settings"])
     calls = {call["call_id"]: call for call in [*(c for wave in state.get("dispatch", []) for c in wave), *state.get("approvals", [])]}
+    results = await _ledger_results(fresh, services)
+    texts = _tool_texts(state.get("messages", []), {obs["tool_call_id"] for obs in fresh})
+    steps = (state.get("plan") or {}).get("steps", [])
+    grounded = []
     for obs in fresh:
         spec, call = registry.get(obs["tool"]), calls.get(obs["call_id"])
+        args = call["args"] if call is not None else {}
         if spec is not None and call is not None:
-            breaker_state = breakers.record(breaker_state, spec, call["args"], obs["status"], obs["ended_at"])
+            breaker_state = breakers.record(breaker_state, spec, args, obs["status"], obs["ended_at"])
+        record: dict[str, Any] = {"call_id": obs["call_id"], "grounded": True}
+        problem: str | None = f"ended {obs['status']}"
+        if obs["status"] == "ok":
+            verdict = postconditions.NO_CHECK
+            if spec is not None and obs.get("side_effect"):
+                verdict = postconditions.verify(spec, *results.get(obs["call_id"], (args, None)))
+            problem = None if verdict.problem is None else f"post-condition failed ({verdict.checked}): {verdict.problem}"
+            if verdict.checked:
+                record["postcondition"] = verdict.checked if verdict.problem is None else f"failed: {verdict.checked}: {verdict.problem}"
+            if problem is None:
+                record["stage"] = "verified"
+        if obs["status"] in TOOL_AUTHORED and obs["tool_call_id"] in texts:
+            record["instructions"] = instruction_cues(texts[obs["tool_call_id"]])
+        if step_id := plans.step_for(steps, obs["tool"], args):
+            record["step_id"] = step_id
+            steps = plans.record_call(steps, step_id, obs["tool"], obs["call_id"], problem)
+        grounded.append(record)
     done_ids = {obs["call_id"] for obs in observations if obs.get("stage") != "intended"}
     waiting = [wave for wave in state.get("dispatch", []) if not all(call["call_id"] in done_ids for call in wave)]
     update: dict[str, Any] = {
@@ -40,7 +69,7 @@ async def observe(state: dict[str, Any], services: Services) -> dict[str, Any]:
         "usage": {"wall_clock_s": _span(fresh)},
     }
     if plan := state.get("plan"):
-        update["plan"] = {**plan, "steps": advance(plan.get("steps", []), verified_tools)}
+        update["plan"] = {**plan, "steps": steps}
     if unknown := [obs for obs in fresh if obs["status"] == "unknown_after_crash"]:
         update["ending"] = ending(
             Terminal.REVIEW_REQUIRED,
@@ -50,17 +79,24 @@ async def observe(state: dict[str, Any], services: Services) -> dict[str, Any]:
     return update
 
 
-def advance(steps: list[dict[str, Any]], verified_tools: set[str]) -> list[dict[str, Any]]:
-    """Mark a step done when its dependencies are done and each expected tool was verified."""
-    done = {step["id"] for step in steps if step["status"] == "done"}
-    advanced = []
-    for step in steps:
-        ready = all(dependency in done for dependency in step.get("depends_on", []))
-        if step["status"] == "pending" and ready and step.get("tools") and set(step["tools"]) <= verified_tools:
-            step = {**step, "status": "done"}
-            done.add(step["id"])
-        advanced.append(step)
-    return advanced
+async def _ledger_results(fresh: list[dict[str, Any]], services: Services) -> dict[str, tuple[dict[str, Any], Any]]:
+    """(arguments sent, structured result) of the fresh side-effecting calls that completed, from the ledger."""
+    if not any(obs.get("side_effect") and obs["status"] == "ok" for obs in fresh):
+        return {}
+    entries = await store.run_ledger(await services.pool(), current_run_id())
+    return {entry.call_id: (entry.result.get("arguments") or {}, entry.result.get("structured"))
+            for entry in entries if entry.status == "COMPLETE" and isinstance(entry.result, dict)}
+
+
+def _tool_texts(messages: list[Any], wanted: set[str]) -> dict[str, str]:
+    """What the model was shown for each wanted call."""
+    texts: dict[str, str] = {}
+    for message in reversed(messages):
+        if len(texts) == len(wanted):
+            break
+        if isinstance(message, ToolMessage) and message.tool_call_id in wanted:
+            texts[message.tool_call_id] = str(message.content)
+    return texts
 
 
 def _span(observations: list[dict[str, Any]]) -> float:

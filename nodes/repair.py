@@ -1,5 +1,7 @@
 """repair: turn the verifier's and critic's findings into feedback for the actor — within bounds.
 
+A final answer given while a required plan step is not done comes here straight from act (the
+completion check, before any judge): the feedback is then the unfinished steps and why.
 Ends the run instead of spinning: when the repair budget is spent (VALIDATION_FAIL, with the
 diagnosis) or when the same failure has now been seen three times (REPEATED_FAILURE).
 """
@@ -13,6 +15,7 @@ from typing import Any
 from langchain_core.messages import HumanMessage
 
 from graph.budget import Budget
+from graph.plan import describe_unfinished, unfinished
 from graph.services import Services
 from graph.status import Terminal, ending
 
@@ -22,7 +25,7 @@ FEEDBACK = "Your answer did not pass review. Fix these problems, using tools whe
 
 async def repair(state: dict[str, Any], services: Services) -> dict[str, Any]:
     quality = dict(state.get("quality") or {})
-    problems = diagnosis(quality)
+    problems = describe_unfinished(unfinished((state.get("plan") or {}).get("steps", []))) or diagnosis(quality)
     signature = hashlib.sha256(json.dumps(sorted(problems)).encode()).hexdigest()[:16]
     signatures = [*quality.get("failure_signatures", []), signature]
     quality["failure_signatures"] = signatures

@@ -14,9 +14,16 @@ from graph.task import RunSettings, Task
 
 READ_NOTES = {"name": "workspace__read_file", "args": {"path": "notes.md"}}
 PLAN_ONE_STEP = {
-    "content": {"steps": [{"id": "s1", "description": "read the notes", "tools": ["workspace__read_file"]}], "blocked": None},
+    "content": {"steps": [{"id": "s1", "description": "answer from the notes"}], "blocked": None},
     "usage": {"input_tokens": 100, "output_tokens": 20},
 }
+"""One step that promises no tool call: whatever the actor calls, the judge checks the answer."""
+PLAN_READ_NOTES = {
+    "content": {"steps": [{"id": "s1", "description": "read the notes", "tools": ["workspace__read_file"], "args": {"path": "notes.md"}}],
+                "blocked": None},
+    "usage": {"input_tokens": 100, "output_tokens": 20},
+}
+"""One step done only by a verified read of notes.md made for it."""
 JUDGE_PASS = {"content": {"passed": True, "failures": []}, "usage": {"input_tokens": 50, "output_tokens": 5}}
 CRITIC_FAIL = {
     "content": {"scores": {"correctness": 0.5, "completeness": 0.5, "coherence": 0.9, "safety": 1}, "defects": [{"problem": "incomplete"}]},

@@ -9,7 +9,7 @@ from langchain_core.messages import AIMessage, ToolMessage
 
 from graph.errors import RunStopped
 from graph.status import Terminal
-from tests.graph.conftest import CRITIC_FAIL, CRITIC_PASS, JUDGE_PASS, PLAN_ONE_STEP, READ_NOTES, step
+from tests.graph.conftest import CRITIC_FAIL, CRITIC_PASS, JUDGE_PASS, PLAN_ONE_STEP, PLAN_READ_NOTES, READ_NOTES, step
 
 FINAL = step("Ana publishes the notes.")
 
@@ -25,7 +25,7 @@ async def _finalize_events(runner, report):
 async def test_a_task_plans_acts_verifies_and_commits_with_a_hash_and_provenance(run_script, runner):
     """One read, a final answer, judge and critic pass: SUCCESS with exactly one terminal status."""
     report = await run_script(
-        {"planner": [PLAN_ONE_STEP], "actor": [step(calls=[READ_NOTES]), FINAL], "judge": [JUDGE_PASS], "critic": [CRITIC_PASS]},
+        {"planner": [PLAN_READ_NOTES], "actor": [step(calls=[READ_NOTES]), FINAL], "judge": [JUDGE_PASS], "critic": [CRITIC_PASS]},
         task={"acceptance_criteria": ["names the owner"]},
     )
     assert report.status == Terminal.SUCCESS

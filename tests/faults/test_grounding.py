@@ -1,0 +1,80 @@
+"""A plan step is done only when a call made for it is verified, and verified means the
+post-condition held where the tool allows one. Commit is refused, before any judge, while a
+required step is pending or failed."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+from pydantic import ValidationError
+
+from graph.plan import PlanReply
+from graph.status import Terminal
+from tests.graph.conftest import CRITIC_PASS, run_script, runner, step, workspace  # noqa: F401  (fixtures)
+
+ALLOW_WRITES = {"rules": [{"id": "writes", "action": "allow", "tool": "write_file"}]}
+SHORT_WRITE = Path(__file__).parent / "servers" / "short_write.py"
+
+
+def write(path: str, content: str, server: str = "workspace") -> dict:
+    return {"name": f"{server}__write_file", "args": {"path": path, "content": content}}
+
+
+async def test_a_failed_write_keeps_its_step_failed_though_another_file_was_written_and_commit_is_refused(run_script, workspace):
+    """s1 writes a.md; s2's write of b.md fails (b.md is a directory). The earlier write of another
+    file does not make s2 done: the final answer goes back to the actor without a judge call, and
+    with no repair left the run ends VALIDATION_FAIL naming s2 — not SUCCESS without b.md."""
+    (workspace / "b.md").mkdir()
+    steps = [{"id": "s1", "description": "write a.md", "tools": ["workspace__write_file"]},
+             {"id": "s2", "description": "write b.md", "tools": ["workspace__write_file"], "depends_on": ["s1"]}]
+    report = await run_script(
+        {"planner": [step({"steps": steps})], "actor": [step(calls=[write("a.md", "A\\n")]), step(calls=[write("b.md", "B\\n")]), step("both written"), step("both written")],
+         "judge": [step({"passed": True, "failures": []})], "critic": [CRITIC_PASS]},
+        task={"acceptance_criteria": ["a.md and b.md exist"], "budget": {"repairs": 1}}, policy=ALLOW_WRITES,
+    )
+    assert report.status == Terminal.VALIDATION_FAIL
+    assert [step["status"] for step in report.values["plan"]["steps"]] == ["done", "failed"]
+    assert report.values["ending"]["reason"] == (
+        "output still fails after 1 repair(s): step s2 (write b.md) is failed: its last call failed: workspace__write_file (a1.0) ended tool_error")
+    assert "judge" not in report.values["usage"]["calls_by_role"]
+    assert not (workspace / "a.md").exists()  # the failed run's write was rolled back
+
+
+async def test_a_write_whose_checksum_does_not_match_is_observed_but_never_verified(run_script, workspace):
+    """A store whose disk is full keeps half the content and answers ok: the checksum post-condition
+    fails, the observation stays `observed`, the step is failed and the run cannot commit."""
+    servers = {"mcpServers": {
+        "workspace": {"command": sys.executable, "args": ["-m", "mcp_servers.workspace", "--root", str(workspace)], "trusted": True},
+        "store": {"command": sys.executable, "args": [str(SHORT_WRITE), "--root", str(workspace)], "trusted": True},
+    }}
+    steps = [{"id": "s1", "description": "store the report", "tools": ["store__write_file"]}]
+    report = await run_script(
+        {"planner": [step({"steps": steps})], "actor": [step(calls=[write("report.md", "all four quarters\\n", "store")]), step("stored"), step("stored")],
+         "critic": [CRITIC_PASS]},
+        task={"budget": {"repairs": 1}}, policy=ALLOW_WRITES, servers=servers,
+    )
+    assert report.status == Terminal.VALIDATION_FAIL
+    [observation] = report.values["observations"]
+    assert (observation["status"], observation["stage"]) == ("ok", "observed")
+    assert observation["postcondition"].startswith("failed: checksum of the written file: sha256 of the file is '")
+    assert report.values["plan"]["steps"][0]["status"] == "failed"
+
+
+async def test_a_verified_write_records_the_checked_postcondition_in_the_provenance(run_script, workspace):
+    steps = [{"id": "s1", "description": "write a.md", "tools": ["workspace__write_file"], "args": {"path": "a.md"}}]
+    report = await run_script(
+        {"planner": [step({"steps": steps})], "actor": [step(calls=[write("a.md", "A\\n")]), step("written")], "critic": [CRITIC_PASS]},
+        policy=ALLOW_WRITES,
+    )
+    assert report.status == Terminal.SUCCESS
+    [call] = report.result["provenance"]["tool_calls"]
+    assert (call["stage"], call["step_id"], call["postcondition"]) == ("verified", "s1", "checksum of the written file")
+    assert report.values["observations"][0]["stage"] == "committed"
+
+
+def test_the_planner_cannot_hand_over_a_step_already_done():
+    """Progress comes only from verified observations; a plan saying `done` is not a plan."""
+    with pytest.raises(ValidationError, match="status"):
+        PlanReply.model_validate({"steps": [{"id": "s1", "description": "write", "tools": ["workspace__write_file"], "status": "done"}]})

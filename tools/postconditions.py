@@ -1,0 +1,114 @@
+"""postconditions: what a side-effecting call's result must show before the loop believes it.
+
+The "verified" rung of seed 001's grounding ladder: an `ok` from a tool is an observation, not
+proof. Where the tool allows a check, the structured result is compared with the arguments sent:
+the checksum of the content now in the file, the id and data of the record written. Our shipped
+servers' writes are recognised by name and parameters (as in `saga`), whatever the server is
+called in the config; a tool we know no check for is verified by its `ok` alone.
+
+Pure: never calls a tool, never touches state.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from tools.registry import ToolSpec
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """`checked`: what was compared (empty when the tool has no post-condition); `problem`: why it failed."""
+
+    checked: str = ""
+    problem: str | None = None
+
+
+NO_CHECK = Verdict()
+NO_RESULT = "returned no structured result to check it against"
+
+
+def verify(spec: ToolSpec, arguments: dict[str, Any], structured: Any) -> Verdict:
+    """Check the post-condition of `spec(arguments)` on its structured result."""
+    check = _CHECKS.get(spec.name)
+    properties = (spec.input_schema or {}).get("properties") or {}
+    if check is None or spec.hints.read_only or not check.parameters <= properties.keys():
+        return NO_CHECK
+    if not isinstance(structured, dict):
+        return Verdict(check.what, NO_RESULT)
+    return Verdict(check.what, check.problem(arguments, structured))
+
+
+@dataclass(frozen=True)
+class _Check:
+    parameters: frozenset[str]
+    what: str
+    problem: Callable[[dict[str, Any], dict[str, Any]], str | None]
+
+
+def _sha256(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _mismatch(name: str, expected: Any, found: Any) -> str | None:
+    return None if expected == found else f"{name} is {found!r}, expected {expected!r}"
+
+
+def _written(arguments: dict[str, Any], result: dict[str, Any]) -> str | None:
+    return _mismatch("sha256 of the file", _sha256(str(arguments.get("content", ""))), result.get("sha256"))
+
+
+def _edited(arguments: dict[str, Any], result: dict[str, Any]) -> str | None:
+    before = result.get("previous_content")
+    if not isinstance(before, str):
+        return NO_RESULT
+    expected = before.replace(str(arguments.get("old", "")), str(arguments.get("new", "")), 1)
+    return _mismatch("sha256 of the edited file", _sha256(expected), result.get("sha256"))
+
+
+def _deleted(arguments: dict[str, Any], result: dict[str, Any]) -> str | None:
+    content = result.get("deleted_content")
+    if not isinstance(content, str):
+        return NO_RESULT
+    return _mismatch("sha256 of the deleted content", _sha256(content), result.get("sha256"))
+
+
+def _record(arguments: dict[str, Any], record: Any, *, data: bool) -> str | None:
+    if not isinstance(record, dict):
+        return NO_RESULT
+    expected = {key: arguments[key] for key in ("collection", "id") if arguments.get(key) is not None}
+    if data:
+        expected["data"] = arguments.get("data")
+    for key, value in expected.items():
+        if problem := _mismatch(f"record {key}", value, record.get(key)):
+            return problem
+    return None
+
+
+def _created(arguments: dict[str, Any], result: dict[str, Any]) -> str | None:
+    return _record(arguments, result, data=True)
+
+
+def _updated(arguments: dict[str, Any], result: dict[str, Any]) -> str | None:
+    record, previous = result.get("record"), result.get("previous")
+    if problem := _record(arguments, record, data=False):
+        return problem
+    if not isinstance(previous, dict):
+        return NO_RESULT
+    return _mismatch("record version", previous.get("version", 0) + 1, record.get("version"))
+
+
+def _removed(arguments: dict[str, Any], result: dict[str, Any]) -> str | None:
+    return _record(arguments, result.get("deleted"), data=False)
+
+
+_CHECKS: dict[str, _Check] = {
+    "write_file": _Check(frozenset({"path", "content"}), "checksum of the written file", _written),
+    "edit_file": _Check(frozenset({"path", "old", "new"}), "checksum of the edited file", _edited),
+    "delete_file": _Check(frozenset({"path"}), "checksum of the deleted content", _deleted),
+    "create_record": _Check(frozenset({"collection", "data"}), "record id and data", _created),
+    "update_record": _Check(frozenset({"collection", "id", "data"}), "record id and version", _updated),
+    "delete_record": _Check(frozenset({"collection", "id"}), "record id", _removed),
+}
