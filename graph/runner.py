@@ -26,6 +26,7 @@ from graph.errors import RunExists, RunNotFound, RunStopped
 from graph.services import Services
 from graph.status import Terminal
 from graph.task import RunSettings, Task
+from nodes.finalize import halted
 
 Observer = Callable[[str, dict[str, Any], dict[str, Any]], None]
 """Called after each node with (node name, its update, the run state so far)."""
@@ -159,11 +160,18 @@ class Runner:
         return await self.report(thread_id)
 
     async def _halt(self, thread_id: str) -> RunReport:
-        """A cancelled run: USER_CANCEL in the registry, its checkpoint left resumable."""
+        """A cancelled run: USER_CANCEL and its halt record in the checkpointed state and the registry;
+        the pending steps are kept, so the run stays resumable."""
+        snapshot = await self.graph.aget_state(_config(thread_id))
+        if snapshot.values and "budget" in snapshot.values:
+            # Written as an update of the node that wrote last: the guards then route the resumed
+            # run exactly where it was going (halted() sets no ending).
+            await self.graph.aupdate_state(_config(thread_id), halted(snapshot.values, thread_id))
         report = await self.report(thread_id)
         task = report.values.get("task") or {}
         await store.upsert_run(self.pool, thread_id=thread_id, goal=str(task.get("goal", "")), profile=str(task.get("profile", "")),
-                               status=Terminal.USER_CANCEL, task_hash=(report.values.get("boundary") or {}).get("task_hash", ""))
+                               status=Terminal.USER_CANCEL, task_hash=(report.values.get("boundary") or {}).get("task_hash", ""),
+                               result=report.values.get("result"))
         report.status = Terminal.USER_CANCEL
         return report
 

@@ -1,8 +1,11 @@
 """finalize: the only way to END. Writes exactly one terminal status and the terminal artifact.
 
-The artifact is the committed result with provenance (SUCCESS), or a failure report with the
-diagnosis, the partial output and the next safe action, or a halt record. A quality failure
-rolls the run's side effects back first (nodes/_rollback.py) and lists what needs a person.
+The artifact is the committed result with provenance (SUCCESS; PARTIAL_SUCCESS adds the
+unresolved steps), or a failure report with the diagnosis, the partial output and the next safe
+action, or a halt record. The ending is a node's, else a tripwire's (graph/tripwires.py), else a
+budget's. A quality or safety failure rolls the run's side effects back first
+(nodes/_rollback.py) and lists what needs a person; a safety ending also writes its evidence —
+the results that carried instructions and every refused attempt — to the trace.
 Also releases the run's tool servers.
 """
 
@@ -10,30 +13,27 @@ from __future__ import annotations
 
 from typing import Any
 
+from checkpoints import store
+from graph import safety
 from graph.budget import Budget, check_before_model_call, check_before_step
 from graph.services import Services, current_run_id
-from checkpoints import store
 from graph.status import Terminal, ending
+from graph.tripwires import tripped
 from nodes._rollback import ROLLS_BACK, roll_back
 from nodes.verify import final_answer
 
 
 async def finalize(state: dict[str, Any], services: Services) -> dict[str, Any]:
-    outcome = state.get("ending") or budget_ending(state)
+    outcome = state.get("ending") or tripped(state) or budget_ending(state)
     code = Terminal(outcome["code"])
-    if code == Terminal.SUCCESS:
+    if code in (Terminal.SUCCESS, Terminal.PARTIAL_SUCCESS):
         artifact = {"kind": "result", **state["result"]}
     else:
-        artifact = {
-            "kind": "halt" if code == Terminal.USER_CANCEL else "failure",
-            "code": code.value,
-            "reason": outcome["reason"],
-            "next_safe_action": outcome.get("next_safe_action", ""),
-            "diagnosis": (state.get("quality") or {}).get("verification", {}).get("failures", []),
-            "partial_output": (state.get("result") or {}).get("output") or final_answer(state),
-            "side_effects": [obs["call_id"] for obs in state.get("observations", []) if obs.get("side_effect") and obs.get("status") == "ok"],
-        }
+        artifact = halt_record(state, outcome)
     run_id = current_run_id()
+    if code in (Terminal.UNSAFE_DETECTION, Terminal.PERMISSION_DENIED):
+        artifact["evidence"] = safety.evidence(state)
+        await store.append_trace(await services.pool(), run_id, "safety", node="finalize", data={"code": code.value, **artifact["evidence"]})
     if code in ROLLS_BACK:
         compensations = await roll_back(run_id, state["settings"], services)
         artifact["compensations"] = compensations
@@ -46,6 +46,28 @@ async def finalize(state: dict[str, Any], services: Services) -> dict[str, Any]:
         "result": artifact,
         "status": {"phase": "finalize", "terminal": code.value},
     }
+
+
+def halt_record(state: dict[str, Any], outcome: dict[str, Any]) -> dict[str, Any]:
+    """The artifact of a run that did not commit: why, the diagnosis, the partial output, the side effects."""
+    code = Terminal(outcome["code"])
+    return {
+        "kind": "halt" if code == Terminal.USER_CANCEL else "failure",
+        "code": code.value,
+        "reason": outcome["reason"],
+        "next_safe_action": outcome.get("next_safe_action", ""),
+        "diagnosis": (state.get("quality") or {}).get("verification", {}).get("failures", []),
+        "partial_output": (state.get("result") or {}).get("output") or final_answer(state),
+        "side_effects": [obs["call_id"] for obs in state.get("observations", []) if obs.get("side_effect") and obs.get("status") == "ok"],
+    }
+
+
+def halted(state: dict[str, Any], run_id: str) -> dict[str, Any]:
+    """The state update that records a cancel at a safe point: USER_CANCEL and its halt record,
+    without an ending, so the guards still route a resumed run where it was going."""
+    cancel = ending(Terminal.USER_CANCEL, "cancelled by the user at a safe point (Ctrl-C or SIGTERM)",
+                    f"Continue with `boundloop resume {run_id}`; nothing in flight was lost.")
+    return {"result": halt_record(state, cancel), "status": {**(state.get("status") or {}), "terminal": Terminal.USER_CANCEL.value}}
 
 
 def budget_ending(state: dict[str, Any]) -> dict[str, Any]:

@@ -28,9 +28,16 @@ class Failure(BaseModel):
     reason: str
 
 
+class Conflict(BaseModel):
+    claim: str
+    sources: list[str] = Field(default_factory=list)
+    """Evidence ids (observation call ids) that disagree on the claim."""
+
+
 class JudgeReply(BaseModel):
     passed: bool
     failures: list[Failure] = Field(default_factory=list)
+    conflicts: list[Conflict] = Field(default_factory=list)
 
 
 async def verify(state: dict[str, Any], services: Services) -> dict[str, Any]:
@@ -41,7 +48,7 @@ async def verify(state: dict[str, Any], services: Services) -> dict[str, Any]:
     if not failures and task.get("checks"):
         failures, checked = await run_checks(state, services)
         update.update(checked)
-    judged = False
+    judged, conflicts = False, []
     if not failures and task.get("acceptance_criteria"):
         request = [
             SystemMessage(JUDGE),
@@ -55,8 +62,9 @@ async def verify(state: dict[str, Any], services: Services) -> dict[str, Any]:
             failures = [{"criterion": "judge", "reason": f"judge {problem}"}]
         elif not verdict.passed:
             failures = [failure.model_dump() for failure in verdict.failures] or [{"criterion": "judge", "reason": "judge failed the output without reasons"}]
+        conflicts = [] if verdict is None else [conflict.model_dump() for conflict in verdict.conflicts]
     quality = dict(state.get("quality") or {})
-    quality["verification"] = {"passed": not failures, "failures": failures, "judged": judged, "output": answer}
+    quality["verification"] = {"passed": not failures, "failures": failures, "judged": judged, "output": answer, "conflicts": conflicts}
     update["quality"] = quality
     return update
 

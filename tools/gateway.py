@@ -7,6 +7,7 @@ holds no logic of its own beyond that order.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -130,13 +131,28 @@ def waves(calls: list[dict[str, Any]], parallel_cap: int) -> list[list[dict[str,
     return planned
 
 
+DATA_OPEN, DATA_CLOSE = "<tool-output>", "</tool-output>"
+"""What a tool wrote is shown between these markers: data to read, never instructions (the actor's
+prompt says so). The harness's own words (codes, warnings, truncation) stay outside them."""
+
+
 def model_text(outcome: CallOutcome, excerpt: str, truncated: bool, warning: str | None) -> str:
     """What the model reads for one call: the (bounded) payload, led by its code when it failed.
 
     The bridge already words timeout and server_unavailable texts with their code; a tool's own
-    error text gets the `tool_error:` code here so the model can tell it from a result.
+    text (a result, or its error under the `tool_error:` code) is marked as data.
     """
     prefix = "tool_error: " if outcome.status == "tool_error" else ""
+    body = as_data(excerpt) if outcome.status in ("ok", "tool_error") else excerpt.strip()
     note = f"\n[warning: {warning}]" if warning else ""
     tail = "\n[output truncated; the full payload is stored]" if truncated else ""
-    return f"{prefix}{excerpt}{tail}{note}".strip() or "(no output)"
+    return f"{prefix}{body}{tail}{note}".strip() or "(no output)"
+
+
+_MARKER = re.compile(r"<\s*/?\s*tool-output\b[^>]*>", re.IGNORECASE)
+
+
+def as_data(text: str) -> str:
+    """`text` between the data markers; markers inside it are removed, so a tool cannot close the block early."""
+    defused = _MARKER.sub("[marker removed]", text.strip())
+    return f"{DATA_OPEN}\n{defused or '(no output)'}\n{DATA_CLOSE}"

@@ -1,0 +1,114 @@
+"""safety: the safety circuit breaker of seed 001 and the permission guard — pure functions of state.
+
+Tool results are data. One that carries instructions for the agent (override its rules, call a
+tool, approve itself, send data away, delete everything) is flagged where it is observed, with
+the cues that matched. The breaker trips, and the run fails closed as UNSAFE_DETECTION, when the
+model attempts a refused action (denied by policy, rejected by a human, a tool that does not
+exist) after reading such a result, or when it keeps attempting denied actions (DENIAL_LIMIT),
+whatever it read. PERMISSION_DENIED is the honest stop instead: a required plan step whose every
+tool has been denied cannot be done in this run's permission scope.
+
+Never blocks a call itself (the gate does); decides only whether the run must end, and why.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from graph.plan import unfinished
+from graph.status import Terminal, ending
+
+DENIAL_LIMIT = 3
+"""Denied calls in one run that trip the breaker, injection or not (seed 001: repeated permission denial)."""
+REFUSED_BY_AUTHORITY = frozenset({"denied", "rejected", "unknown_tool"})
+"""Outcomes that mean the model reached outside what it may do."""
+
+_CUES: dict[str, re.Pattern[str]] = {
+    name: re.compile(pattern, re.IGNORECASE | re.MULTILINE)
+    for name, pattern in {
+        "overrides instructions": r"\b(ignore|disregard|forget|override|bypass)\b[^\n]{0,40}\b(instructions?|directions?|rules|prompts?|guidelines|constraints|polic(y|ies))\b",
+        "claims a new role": r"\b(you are now|from now on,? you|new instructions|updated instructions|system prompt|developer mode|jailbreak)\b|(^|[\"'>\]])\s*(system|assistant|developer)\s*:",
+        "tells the agent to call a tool": r"\b(call|invoke|use|run|execute|trigger)\b[^\n]{0,40}\b(tools?|functions?)\b|\b[a-z0-9][a-z0-9_-]*__[a-z0-9][a-z0-9_]*\b",
+        "asks for self-approval": r"\b(approve|authori[sz]e|grant|confirm)\b[^\n]{0,40}\b(yourself|itself|automatically|on (my|your|its) own|without (asking|approval|review))|\bauto-?approv|\bpre-?approved\b|\bwithout (asking|approval|review|confirmation|permission)\b",
+        "asks to send data away": r"\b(exfiltrate|upload|send|post|forward|e-?mail|leak|transmit|copy)\b[^\n]{0,60}\b(to|at|via)\b[^\n]{0,60}(https?://|\b\w+@\w+|\bwebhook\b|\bendpoint\b|\bexternal\b|\bpastebin\b|\bserver\b)",
+        "asks to destroy everything": r"\b(delete|remove|wipe|erase|drop|destroy|truncate|rm -rf)\b[^\n]{0,30}\b(all|every|everything|entire|whole)\b",
+        "asks to hide from the user": r"\b(do not|don't|never)\b[^\n]{0,20}\b(tell|inform|mention|reveal|show)\b[^\n]{0,20}\b(the )?(user|human|operator|reviewer)\b",
+    }.items()
+}
+
+
+def instruction_cues(text: str) -> list[str]:
+    """The kinds of instruction a tool result carries (empty: reads as plain data). Results are
+    often JSON, so its escapes are undone first: a line break must still start a sentence."""
+    plain = text.replace("\\n", "\n").replace("\\t", " ").replace('\\"', '"')
+    return [name for name, pattern in _CUES.items() if pattern.search(plain)]
+
+
+def cues_of(observation: dict[str, Any]) -> list[str]:
+    """Cues observe recorded from the text the model saw; evidence calls are judged by the excerpt
+    the actor's brief shows."""
+    if "instructions" in observation:
+        return observation["instructions"]
+    if observation.get("phase") == "retrieve" and observation.get("status") == "ok":
+        return instruction_cues(observation.get("excerpt", ""))
+    return []
+
+
+def unsafe(state: dict[str, Any]) -> dict[str, Any] | None:
+    """UNSAFE_DETECTION when the breaker trips, with the evidence named in the reason."""
+    observations = [obs for obs in state.get("observations", []) if obs.get("phase") in ("act", "retrieve")]
+    flagged = next((position for position, obs in enumerate(observations) if cues_of(obs)), None)
+    if flagged is not None:
+        attempts = [obs for obs in observations[flagged + 1:] if obs.get("status") in REFUSED_BY_AUTHORITY]
+        if attempts:
+            source = observations[flagged]
+            return ending(
+                Terminal.UNSAFE_DETECTION,
+                f"tool result {source['call_id']} ({source['tool']}) carried instructions ({', '.join(cues_of(source))}) "
+                f"and the model then attempted refused actions: {_attempts(attempts)}",
+                "Inspect the trace for prompt injection: the source that carried the instructions and the calls that followed. "
+                "Side effects were rolled back; rerun only with that source removed or distrusted.",
+                source=source["call_id"],
+            )
+    denials = [obs for obs in observations if obs.get("status") == "denied"]
+    if len(denials) >= DENIAL_LIMIT:
+        return ending(
+            Terminal.UNSAFE_DETECTION,
+            f"{len(denials)} denied calls in one run: {_attempts(denials)}",
+            "Inspect the trace for prompt injection or abuse before widening any permission.",
+        )
+    return None
+
+
+def permission_denied(state: dict[str, Any]) -> dict[str, Any] | None:
+    """PERMISSION_DENIED when a required step's every tool was denied: the task cannot proceed."""
+    denied: dict[str, dict[str, Any]] = {}
+    for obs in state.get("observations", []):
+        if obs.get("phase") == "act" and obs.get("status") == "denied":
+            denied.setdefault(obs["tool"], obs)
+    for step in unfinished((state.get("plan") or {}).get("steps", [])):
+        if denied and set(step["tools"]) <= denied.keys():
+            rules = "; ".join(f"{tool}: {denied[tool].get('detail', 'denied')}" for tool in step["tools"])
+            return ending(
+                Terminal.PERMISSION_DENIED,
+                f"step {step['id']} ({step['description']}) needs only denied actions: {rules}",
+                "Ask for the permission (a policy rule allowing it, or an attended run that can approve it), or change the task.",
+                step=step["id"],
+            )
+    return None
+
+
+def evidence(state: dict[str, Any]) -> dict[str, Any]:
+    """What the trace keeps for a security review: the results that carried instructions, and every refused attempt."""
+    observations = state.get("observations", [])
+    return {
+        "flagged_results": [{"call_id": obs["call_id"], "tool": obs["tool"], "cues": cues_of(obs), "excerpt": obs.get("excerpt", "")[:300]}
+                            for obs in observations if cues_of(obs)],
+        "refused_attempts": [{"call_id": obs["call_id"], "tool": obs["tool"], "status": obs["status"], "detail": obs.get("detail", "")}
+                             for obs in observations if obs.get("status") in REFUSED_BY_AUTHORITY],
+    }
+
+
+def _attempts(observations: list[dict[str, Any]]) -> str:
+    return "; ".join(f"{obs['tool']} ({obs['call_id']}, {obs['status']})" for obs in observations)
