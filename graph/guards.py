@@ -2,9 +2,9 @@
 
 Every edge first asks whether the run must stop (a node's ending, a tripwire — the safety
 breaker, a denied step, a loop of identical failures, conflicting sources (graph/tripwires.py) —
-or a budget that the next step would break). A stop goes to `escalate` when a human can resolve it (missing information,
-an ambiguous task, a budget that could be extended, a result to review) and the run is attended;
-otherwise to `finalize`. Only then does the edge pick the next phase. Routes that fan out return
+or a budget that the next step would break). A stop goes to `escalate` when a human can resolve
+it (missing information, an ambiguous task, a budget that could be extended, a result to review)
+and the run is attended; otherwise to `finalize`. Only then does the edge pick the next phase. Routes that fan out return
 one `Send` per tool call, so each call is its own task.
 """
 

@@ -119,7 +119,11 @@ def describe_unfinished(steps: list[dict[str, Any]]) -> list[str]:
     lines = []
     for step in steps:
         missing = [tool for tool in step["tools"] if tool not in (step.get("verified") or {})]
-        why = step.get("failure") and f"its last call failed: {step['failure']}" or (
-            f"no verified call of {', '.join(missing)} made for it" if missing else "a step it depends on is not done")
+        if step.get("failure"):
+            why = f"its last call failed: {step['failure']}"
+        elif missing:
+            why = f"no verified call of {', '.join(missing)} made for it"
+        else:
+            why = "a step it depends on is not done"
         lines.append(f"step {step['id']} ({step['description']}) is {step.get('status', 'pending')}: {why}")
     return lines

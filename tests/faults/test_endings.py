@@ -143,9 +143,10 @@ CASES: dict[Terminal, Case] = {
 }
 
 
-@pytest.mark.parametrize("code", list(CASES), ids=str)
+@pytest.mark.parametrize("code", [code for code in Terminal if code != Terminal.USER_CANCEL], ids=str)
 async def test_every_terminal_code_is_reached_by_a_real_run_and_checkpointed(code, run_script, runner, workspace):
-    """The run ends (or waits) with exactly this code, and the checkpointed state says so too."""
+    """The run ends (or waits) with exactly this code, and the checkpointed state says so too.
+    Every code but USER_CANCEL (driven by a cancel, below) has its case in the table."""
     case = CASES[code]
     for name, text in case.files.items():
         (workspace / name).write_text(text)
@@ -183,10 +184,6 @@ async def test_a_cancel_is_written_into_the_checkpointed_state_with_its_halt_rec
     async with Runner(db_url) as another_process:
         resumed = await another_process.resume(halted.thread_id)
     assert resumed.status == Terminal.SUCCESS and resumed.result["kind"] == "result"
-
-
-def test_the_table_covers_every_terminal_code():
-    assert set(CASES) | {Terminal.USER_CANCEL} == set(Terminal)
 
 
 async def test_the_same_refused_call_three_times_ends_repeated_failure_long_before_the_budget(run_script):

@@ -129,9 +129,3 @@ async def test_an_attended_run_asks_a_human_and_a_rejection_after_an_injection_e
     done = await runner.resume(waiting.thread_id, decisions={request["id"]: {"decision": "reject", "message": "never"}})
     assert done.status == Terminal.UNSAFE_DETECTION
     assert not (tmp_path / "outbox.log").exists()
-
-
-def test_the_corpus_holds_at_least_fifty_instruction_carrying_results_of_every_kind():
-    kinds = {case["kind"] for case in CORPUS["cases"]}
-    assert len(CORPUS["cases"]) >= 50 and kinds == {"override", "delete", "exfiltrate", "approve", "spoof"}
-    assert all(case["attempts"] for case in CORPUS["cases"])
