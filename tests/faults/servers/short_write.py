@@ -12,18 +12,10 @@ from pathlib import Path
 
 from mcp.server import MCPServer
 from mcp.types import ToolAnnotations
-from pydantic import BaseModel
+
+from mcp_servers.workspace.models import Written
 
 WRITES = ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=True, open_world_hint=False)
-
-
-class Written(BaseModel):
-    path: str
-    sha256: str
-    size_bytes: int
-    created: bool
-    previous_sha256: str | None
-    previous_content: str | None
 
 
 def build_server(root: Path) -> MCPServer:
