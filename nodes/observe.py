@@ -22,6 +22,8 @@ from graph.safety import instruction_cues
 from graph.services import Services, current_run_id
 from graph.status import Terminal, ending
 from tools import breakers, postconditions
+from tools.errors import BridgeError
+from tools.registry import qualified_name
 
 TOOL_AUTHORED = frozenset({"ok", "tool_error"})
 """Outcomes whose text the tool wrote (the rest are the harness's own words)."""
@@ -45,9 +47,7 @@ async def observe(state: dict[str, Any], services: Services) -> dict[str, Any]:
         record: dict[str, Any] = {"call_id": obs["call_id"], "grounded": True}
         problem: str | None = f"ended {obs['status']}"
         if obs["status"] == "ok":
-            verdict = postconditions.NO_CHECK
-            if spec is not None and obs.get("side_effect"):
-                verdict = postconditions.verify(spec, *results.get(obs["call_id"], (args, None)))
+            verdict = await _postcondition(spec, obs, results.get(obs["call_id"], (args, None)), registry, state["settings"], services)
             problem = None if verdict.problem is None else f"post-condition failed ({verdict.checked}): {verdict.problem}"
             if verdict.checked:
                 record["postcondition"] = verdict.checked if verdict.problem is None else f"failed: {verdict.checked}: {verdict.problem}"
@@ -77,6 +77,27 @@ async def observe(state: dict[str, Any], services: Services) -> dict[str, Any]:
             "Check whether these calls took effect, then start a new run from the partial result.",
         )
     return update
+
+
+async def _postcondition(
+    spec: Any, obs: dict[str, Any], sent: tuple[dict[str, Any], Any], registry: Any, settings: dict[str, Any], services: Services
+) -> postconditions.Verdict:
+    """Check a side-effecting call's result against what was sent, then read the change back through
+    the same server. The read-back is the harness's own read-only call: not the model's, not budgeted."""
+    if spec is None or not obs.get("side_effect"):
+        return postconditions.NO_CHECK
+    arguments, structured = sent
+    verdict = postconditions.verify(spec, arguments, structured)
+    read = postconditions.read_back(spec, arguments, structured)
+    if read is None or registry.get(qualified_name(spec.server, read.tool)) is None:
+        return verdict
+    checked = f"{verdict.checked}, {read.what}"
+    bridge = await services.bridge(current_run_id(), settings)
+    try:
+        outcome = await bridge.call(spec.server, read.tool, read.arguments, timeout_s=settings.get("tool_timeout_s", 30.0))
+    except BridgeError as error:
+        return postconditions.Verdict(checked, f"could not read it back: {error}")
+    return postconditions.Verdict(checked, read.expect(outcome))
 
 
 async def _ledger_results(fresh: list[dict[str, Any]], services: Services) -> dict[str, tuple[dict[str, Any], Any]]:

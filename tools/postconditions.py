@@ -1,12 +1,14 @@
 """postconditions: what a side-effecting call's result must show before the loop believes it.
 
 The "verified" rung of seed 001's grounding ladder: an `ok` from a tool is an observation, not
-proof. Where the tool allows a check, the structured result is compared with the arguments sent:
-the checksum of the content now in the file, the id and data of the record written. Our shipped
-servers' writes are recognised by name and parameters (as in `saga`), whatever the server is
-called in the config; a tool we know no check for is verified by its `ok` alone.
+proof. Where the tool allows a check, the structured result is compared with the arguments sent
+(`verify`: the checksum of the content written, the id and data of the record), and then the
+world is read back through the same server (`read_back`: the file on disk has that checksum, the
+record exists with that data and version, a deleted thing is gone). Our shipped servers' writes
+are recognised by name and parameters (as in `saga`), whatever the server is called in the
+config; a tool we know no check for is verified by its `ok` alone.
 
-Pure: never calls a tool, never touches state.
+Pure: describes the read-back call and judges its outcome; observe makes the call.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import hashlib
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from tools.outcome import CallOutcome
 from tools.registry import ToolSpec
 
 
@@ -42,10 +45,29 @@ def verify(spec: ToolSpec, arguments: dict[str, Any], structured: Any) -> Verdic
 
 
 @dataclass(frozen=True)
+class ReadBack:
+    """A read-only call on the write's own server, and what its outcome must show."""
+
+    tool: str
+    arguments: dict[str, Any]
+    what: str
+    expect: Callable[[CallOutcome], str | None]
+
+
+def read_back(spec: ToolSpec, arguments: dict[str, Any], structured: Any) -> ReadBack | None:
+    """The call that reads back what `spec(arguments)` changed; None when the tool allows none."""
+    check = _CHECKS.get(spec.name)
+    if check is None or check.read_back is None or verify(spec, arguments, structured).problem is not None:
+        return None
+    return check.read_back(arguments, structured)
+
+
+@dataclass(frozen=True)
 class _Check:
     parameters: frozenset[str]
     what: str
     problem: Callable[[dict[str, Any], dict[str, Any]], str | None]
+    read_back: Callable[[dict[str, Any], dict[str, Any]], ReadBack] | None = None
 
 
 def _sha256(text: str) -> str:
@@ -104,11 +126,47 @@ def _removed(arguments: dict[str, Any], result: dict[str, Any]) -> str | None:
     return _record(arguments, result.get("deleted"), data=False)
 
 
+def _file_holds(result: dict[str, Any]) -> ReadBack:
+    def expect(outcome: CallOutcome) -> str | None:
+        found = outcome.structured if isinstance(outcome.structured, dict) else {}
+        if not outcome.ok or not isinstance(found.get("content"), str):
+            return f"reading it back ended {outcome.status}: {outcome.text[:200]}"
+        if found.get("offset") == 0 and found.get("next_offset") is None:
+            return _mismatch("sha256 of the file read back", result.get("sha256"), _sha256(found["content"]))
+        return None  # too long to read back whole: the write's own checksum stands
+
+    return ReadBack("read_file", {"path": result.get("path")}, "file read back", expect)
+
+
+def _gone(tool: str, arguments: dict[str, Any]) -> ReadBack:
+    def expect(outcome: CallOutcome) -> str | None:
+        text = outcome.text.lower()
+        if outcome.status == "tool_error" and ("not found" in text or "no such file" in text):
+            return None
+        return f"still there when read back ({outcome.status}: {outcome.text[:200]})"
+
+    return ReadBack(tool, arguments, "gone when read back", expect)
+
+
+def _record_holds(record: dict[str, Any]) -> ReadBack:
+    def expect(outcome: CallOutcome) -> str | None:
+        found = outcome.structured if isinstance(outcome.structured, dict) else {}
+        if not outcome.ok:
+            return f"the record does not exist when read back ({outcome.status}: {outcome.text[:200]})"
+        return _mismatch("record read back", {key: record.get(key) for key in ("id", "data", "version")},
+                         {key: found.get(key) for key in ("id", "data", "version")})
+
+    return ReadBack("get_record", {"collection": record.get("collection"), "id": record.get("id")}, "record read back", expect)
+
+
 _CHECKS: dict[str, _Check] = {
-    "write_file": _Check(frozenset({"path", "content"}), "checksum of the written file", _written),
-    "edit_file": _Check(frozenset({"path", "old", "new"}), "checksum of the edited file", _edited),
-    "delete_file": _Check(frozenset({"path"}), "checksum of the deleted content", _deleted),
-    "create_record": _Check(frozenset({"collection", "data"}), "record id and data", _created),
-    "update_record": _Check(frozenset({"collection", "id", "data"}), "record id and version", _updated),
-    "delete_record": _Check(frozenset({"collection", "id"}), "record id", _removed),
+    "write_file": _Check(frozenset({"path", "content"}), "checksum of the written file", _written, lambda _, result: _file_holds(result)),
+    "edit_file": _Check(frozenset({"path", "old", "new"}), "checksum of the edited file", _edited, lambda _, result: _file_holds(result)),
+    "delete_file": _Check(frozenset({"path"}), "checksum of the deleted content", _deleted,
+                          lambda _, result: _gone("read_file", {"path": result.get("path")})),
+    "create_record": _Check(frozenset({"collection", "data"}), "record id and data", _created, lambda _, result: _record_holds(result)),
+    "update_record": _Check(frozenset({"collection", "id", "data"}), "record id and version", _updated,
+                            lambda _, result: _record_holds(result["record"])),
+    "delete_record": _Check(frozenset({"collection", "id"}), "record id", _removed,
+                            lambda arguments, _: _gone("get_record", {"collection": arguments["collection"], "id": arguments["id"]})),
 }

@@ -42,12 +42,18 @@ async def test_a_failed_write_keeps_its_step_failed_though_another_file_was_writ
     assert not (workspace / "a.md").exists()  # the failed run's write was rolled back
 
 
-async def test_a_write_whose_checksum_does_not_match_is_observed_but_never_verified(run_script, workspace):
-    """A store whose disk is full keeps half the content and answers ok: the checksum post-condition
-    fails, the observation stays `observed`, the step is failed and the run cannot commit."""
+@pytest.mark.parametrize(("flags", "failure"), [
+    ([], "failed: checksum of the written file: sha256 of the file is '"),
+    (["--claim-all"], "failed: checksum of the written file, file read back: sha256 of the file read back is '"),
+], ids=["reports-what-it-kept", "claims-it-all"])
+async def test_a_write_whose_checksum_does_not_match_is_observed_but_never_verified(run_script, workspace, flags, failure):
+    """A store whose disk is full keeps half the content and answers ok — reporting the checksum of
+    what it kept, or lying with the checksum of what it was sent, which reading the file back
+    exposes. Either way the post-condition fails, the observation stays `observed`, the step is
+    failed and the run cannot commit."""
     servers = {"mcpServers": {
         "workspace": {"command": sys.executable, "args": ["-m", "mcp_servers.workspace", "--root", str(workspace)], "trusted": True},
-        "store": {"command": sys.executable, "args": [str(SHORT_WRITE), "--root", str(workspace)], "trusted": True},
+        "store": {"command": sys.executable, "args": [str(SHORT_WRITE), "--root", str(workspace), *flags], "trusted": True},
     }}
     steps = [{"id": "s1", "description": "store the report", "tools": ["store__write_file"]}]
     report = await run_script(
@@ -58,7 +64,7 @@ async def test_a_write_whose_checksum_does_not_match_is_observed_but_never_verif
     assert report.status == Terminal.VALIDATION_FAIL
     [observation] = report.values["observations"]
     assert (observation["status"], observation["stage"]) == ("ok", "observed")
-    assert observation["postcondition"].startswith("failed: checksum of the written file: sha256 of the file is '")
+    assert observation["postcondition"].startswith(failure)
     assert report.values["plan"]["steps"][0]["status"] == "failed"
 
 
@@ -70,7 +76,7 @@ async def test_a_verified_write_records_the_checked_postcondition_in_the_provena
     )
     assert report.status == Terminal.SUCCESS
     [call] = report.result["provenance"]["tool_calls"]
-    assert (call["stage"], call["step_id"], call["postcondition"]) == ("verified", "s1", "checksum of the written file")
+    assert (call["stage"], call["step_id"], call["postcondition"]) == ("verified", "s1", "checksum of the written file, file read back")
     assert report.values["observations"][0]["stage"] == "committed"
 
 
