@@ -42,6 +42,8 @@ def stop(state: dict[str, Any]) -> Stop:
     """Where a stopping run goes: a human who can resolve it, or the end."""
     if state.get("settings", {}).get("unattended") or "budget" not in state:
         return "finalize"
+    if not state.get("ending") and tripped(state):
+        return "finalize"  # a tripwire is no budget to extend: nobody can answer it away
     code = (state.get("ending") or {}).get("code") or _exhausted_code(state)
     return "escalate" if code in ASK_A_HUMAN and _escalations_left(state) else "finalize"
 
