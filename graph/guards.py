@@ -15,6 +15,7 @@ from langchain_core.messages import AIMessage
 from langgraph.types import Send
 
 from graph.budget import Budget, check_before_model_call, check_before_step
+from graph.deadline import budget_left_s
 from graph.status import Terminal
 
 Stop = Literal["escalate", "finalize"]
@@ -150,4 +151,5 @@ def _payload(state: dict[str, Any], call: dict[str, Any]) -> dict[str, Any]:
         "profile": state["task"]["profile"],
         "retries_left": retries_left,
         "usage": state["usage"],
+        "wall_clock_left_s": budget_left_s(state["budget"], state["usage"]),
     }
