@@ -87,7 +87,7 @@ def route_after_act(state: dict[str, Any]) -> Literal["gate", "verify", "escalat
     if must_stop(state):
         return stop(state)
     last = state["messages"][-1]
-    if isinstance(last, AIMessage) and last.tool_calls:
+    if isinstance(last, AIMessage) and (last.tool_calls or last.invalid_tool_calls):
         return "gate"
     needs_judge = bool(state["task"].get("acceptance_criteria"))
     return "verify" if not needs_judge or may_call_model(state) else stop(state)
