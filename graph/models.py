@@ -23,7 +23,6 @@ from typing import Any, Sequence
 
 from langchain_core.language_models.chat_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
-from pydantic import BaseModel
 
 from checkpoints import store
 from graph import model_calls
@@ -33,6 +32,7 @@ from graph.replies import Reply, parse_reply
 from graph.scripted import INDEX_KEY, ROLE_KEY, ScriptedChatModel, load_script
 from graph.services import Services, current_run_id
 from graph.status import Terminal, ending
+from graph.task import RunSettings
 
 # USD per million tokens (input, output). Override or extend per run with RunSettings.prices.
 PRICES: dict[str, tuple[float, float]] = {
@@ -103,7 +103,6 @@ def price_of(settings: dict[str, Any], name: str) -> tuple[float, float] | None:
     return (0.0, 0.0) if settings.get("model") == "scripted" else PRICES.get(name)
 
 
-
 class NoReply(Exception):
     """No usable reply: `update` (the ending, and what the calls spent) is the node's update."""
 
@@ -138,7 +137,7 @@ async def call_model(
             circuit=f"model:{model_id(settings)}",
             breaker_state=spent.get("breakers") or state.get("breakers") or {},
             retries_left=None if retries is None else max(retries - usage.get("retries", 0), 0),
-            timeout_s=settings.get("model_timeout_s") or 120.0,
+            timeout_s=settings.get("model_timeout_s") or RunSettings.model_fields["model_timeout_s"].default,
             on_retry=_trace_retry(services, role),
         )
     except model_calls.ModelCallFailed as failed:
