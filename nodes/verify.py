@@ -61,7 +61,7 @@ async def verify(state: dict[str, Any], services: Services) -> dict[str, Any]:
             return {**update, "ending": unusable_reply_ending("judge", problem)}
         if verdict is None:
             undecided = "judge"
-            failures = [{"criterion": "judge", "reason": f"the judge gave no usable verdict in {MAX_ASKS} asks ({problem}); a human decides"}]
+            failures = [{"criterion": "judge", "reason": f"the judge gave no usable verdict in {MAX_ASKS} asks ({problem})"}]
         elif not verdict.passed:
             failures = [failure.model_dump() for failure in verdict.failures] or [{"criterion": "judge", "reason": "judge failed the output without reasons"}]
     quality = dict(state.get("quality") or {})
