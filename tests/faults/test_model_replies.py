@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from graph.status import Terminal
 from tests.graph.fake_openai import ANSWER, FakeOpenAI
 
@@ -71,12 +73,16 @@ async def test_a_critic_that_never_replies_usably_ends_unavailable_dep_naming_it
     assert (workspace / "summary.md").read_text() == SUMMARY and fake.count("critic") == 3
 
 
-async def test_an_attended_run_asks_a_human_when_the_critic_never_replies_usably(run_provider, runner, workspace: Path):
-    with FakeOpenAI(faults={"actor": [WRITE], "critic": MALFORMED}) as fake:
-        waiting = await run_provider(fake.base_url)
+@pytest.mark.parametrize(("role", "finding"), [
+    ("judge", "verifier failed: judge: the judge gave no usable verdict in 3 asks (reply does not match"),
+    ("critic", "verifier passed; critic gave no usable reply (critic reply does not match"),
+])
+async def test_an_attended_run_asks_a_human_when_a_role_never_replies_usably(run_provider, runner, workspace: Path, role, finding):
+    with FakeOpenAI(faults={"actor": [WRITE], role: MALFORMED}) as fake:
+        waiting = await run_provider(fake.base_url, task=CRITERIA)
         assert waiting.status == Terminal.REVIEW_REQUIRED and waiting.waiting
         [item] = waiting.interrupts
-        assert item["value"]["reason"].startswith("the verifier and the critic disagree: verifier passed; critic gave no usable reply (critic reply")
+        assert item["value"]["reason"].startswith(f"the verifier and the critic disagree: {finding}")
         done = await runner.decide(waiting.thread_id, item["value"]["call_id"], {"decision": "approve", "approver": "ana"})
     assert done.status == Terminal.SUCCESS
     assert (workspace / "summary.md").read_text() == SUMMARY
