@@ -112,7 +112,7 @@ def build_server(root: Path, limits: Limits) -> MCPServer:
         cwd: Annotated[str, Field(description="Working directory, relative to the sandbox root.")] = ".",
         timeout_s: Timeout = default_timeout_s,
     ) -> RunResult:
-        """Run a program (looked up on the sandbox's PATH) with arguments in the sandbox; return its exit code and output.
+        """Run a program (looked up on the sandbox's PATH) with arguments in the sandbox; return exit code and output.
 
         No shell: pipes, globs and variables are not expanded. Same sandbox and limits as run_python.
         Exit code 127 with a 'failed to execute' message means the program is not on PATH.

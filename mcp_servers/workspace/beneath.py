@@ -40,7 +40,8 @@ _libc.syscall.restype = ctypes.c_long
 def _openat2(dir_fd: int, path: str, flags: int, mode: int) -> int:
     how = _OpenHow(flags, mode if flags & os.O_CREAT else 0, _CONFINED)
     while True:
-        fd = _libc.syscall(_SYS_OPENAT2, ctypes.c_int(dir_fd), os.fsencode(path), ctypes.byref(how), ctypes.c_size_t(24))
+        size = ctypes.c_size_t(ctypes.sizeof(how))
+        fd = _libc.syscall(_SYS_OPENAT2, ctypes.c_int(dir_fd), os.fsencode(path), ctypes.byref(how), size)
         if fd >= 0:
             return int(fd)
         code = ctypes.get_errno()

@@ -24,7 +24,9 @@ from mcp_servers.workspace.beneath import Beneath
 
 TOO_LARGE = "file {path!r} is {size} bytes; {tool} handles files up to {limit} bytes; {fix}"
 NOT_TEXT = "file {path!r} is not UTF-8 text ({reason}); the workspace tools handle text files only"
-NOT_REGULAR = "path {path!r} is a {kind}, not a regular file; the workspace tools handle text files and directories only"
+NOT_REGULAR = (
+    "path {path!r} is a {kind}, not a regular file; the workspace tools handle text files and directories only"
+)
 HARD_LINKED = (
     "file {path!r} has {links} hard links, so its content may belong to a file outside the workspace; "
     "it is refused (the server's --allow-hard-links accepts such files)"
@@ -89,7 +91,8 @@ class Files:
             if stat.S_ISDIR(info.st_mode):
                 raise OSError(errno.EISDIR, os.strerror(errno.EISDIR))
             if not stat.S_ISREG(info.st_mode):
-                raise ToolError(NOT_REGULAR.format(path=path, kind=_KINDS.get(stat.S_IFMT(info.st_mode), "special file")))
+                kind = _KINDS.get(stat.S_IFMT(info.st_mode), "special file")
+                raise ToolError(NOT_REGULAR.format(path=path, kind=kind))
             if info.st_nlink > 1 and not self._allow_hard_links:
                 raise ToolError(HARD_LINKED.format(path=path, links=info.st_nlink))
             os.set_blocking(fd, True)

@@ -132,7 +132,10 @@ def build_server(
         or `pattern`).
         """
         names = parts(root, path)
-        with directory_to_read(names, path) as fd, closing(walk(beneath, fd, _prefix(names), recursive=recursive)) as found:
+        with (
+            directory_to_read(names, path) as fd,
+            closing(walk(beneath, fd, _prefix(names), recursive=recursive)) as found,
+        ):
             entries = [
                 Entry(path=f.path, kind=f.kind, size_bytes=f.size_bytes)
                 for f in islice((f for f in found if fnmatch(f.name, pattern)), LIST_LIMIT + 1)
@@ -156,7 +159,11 @@ def build_server(
         """
         names = parts(root, path)
         text = files.read_text(
-            names, path, tool="read_file", limit_bytes=READ_FILE_LIMIT_BYTES, fix="use search to find the lines you need"
+            names,
+            path,
+            tool="read_file",
+            limit_bytes=READ_FILE_LIMIT_BYTES,
+            fix="use search to find the lines you need",
         )
         if offset > len(text):
             raise ToolError(OFFSET_PAST_END.format(offset=offset, path=path, total=len(text)))
@@ -204,7 +211,10 @@ def build_server(
             with os_errors(path), beneath.directory(names[:-1]) as parent:
                 truncated = not scan(names[-1], parent, "/".join(names))
         else:
-            with directory_to_read(names, path) as fd, closing(walk(beneath, fd, _prefix(names), recursive=True)) as found:
+            with (
+                directory_to_read(names, path) as fd,
+                closing(walk(beneath, fd, _prefix(names), recursive=True)) as found,
+            ):
                 for candidate in found:
                     if candidate.kind != "file" or not fnmatch(candidate.name, glob):
                         continue
@@ -279,7 +289,9 @@ def build_server(
         if not old:
             raise ToolError(EMPTY_ARGUMENT.format(name="old", purpose="replace"))
         names = parts(root, path)
-        text = files.read_text(names, path, tool="edit_file", limit_bytes=max_write_bytes, fix="it is too large to edit")
+        text = files.read_text(
+            names, path, tool="edit_file", limit_bytes=max_write_bytes, fix="it is too large to edit"
+        )
         first = text.find(old)
         if first < 0:
             raise ToolError(OLD_NOT_FOUND.format(path=path))

@@ -6,9 +6,11 @@ for a few seconds (tests/security/test_race.py).
 
 The layout: `root/d` is a real directory holding a chain of 30 nested directories with `f.txt`,
 `victim.txt` and `m.txt` at its bottom; `outside` holds the same chain and names, with content that
-says SECRET. (A deep chain makes a check-then-open long, as an attacker would choose it.) A separate process (`swapper`, so it never waits
-for our GIL) exchanges `d` with a symlink to `outside` over and over, atomically. Meanwhile concurrent callers read, write, edit, delete, list, search and move under `d/`.
-An escape is any answer that shows outside content or names, or any change to `outside`.
+says SECRET. (A deep chain makes a check-then-open long, as an attacker would choose it.) A
+separate process (`swapper`, so it never waits for our GIL) exchanges `d` with a symlink to
+`outside` over and over, atomically. Meanwhile concurrent callers read, write, edit, delete, list,
+search and move under `d/`. An escape is any answer that shows outside content or names, or any
+change to `outside`.
 """
 
 from __future__ import annotations
@@ -174,7 +176,8 @@ def main() -> None:
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="boundloop-race-") as base:
         tally = anyio.run(stress, args.seconds, Path(base))
-    print(f"{tally.total} calls in {args.seconds:g} s ({', '.join(f'{k} {v}' for k, v in sorted(tally.calls.items()))})")
+    per_tool = ", ".join(f"{tool} {count}" for tool, count in sorted(tally.calls.items()))
+    print(f"{tally.total} calls in {args.seconds:g} s ({per_tool})")
     print(f"refused: {tally.refused}; escapes: {len(tally.escapes)}")
     for escape in tally.escapes:
         print("  " + escape)

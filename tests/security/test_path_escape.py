@@ -3,7 +3,8 @@
 For every case and every tool: the call ends within seconds (a FIFO or device must not hang it),
 no answer shows anything from outside the root, and nothing outside the root changes. Cases marked
 REFUSED must also fail with every tool; the others name a place inside the root (a literal odd name,
-a '..' that stays inside) and may succeed there. The layout is rebuilt before each case, and after any call that changed it.
+a '..' that stays inside) and may succeed there. The layout is rebuilt before each case, and after
+any call that changed it.
 """
 
 from __future__ import annotations
