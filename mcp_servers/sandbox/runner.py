@@ -62,8 +62,9 @@ async def run(sandbox: Sandbox, command: list[str], *, cwd: Path, stdin: str | N
             pipes.cancel_scope.deadline = anyio.current_time() + DRAIN_GRACE_S
     finally:
         _kill_group(process.pid)
-        await process.aclose()
-        await anyio.to_thread.run_sync(reap_adopted)
+        with anyio.CancelScope(shield=True):  # a cancelled call still reaps what it started
+            await process.aclose()
+            await anyio.to_thread.run_sync(reap_adopted)
     assert process.returncode is not None
     exit_code = -(process.returncode - 128) if process.returncode in _SIGNALLED else process.returncode
     out, out_cut = stdout.text()
