@@ -16,6 +16,7 @@ from langchain_core.messages import AIMessage
 from langgraph.types import Send
 
 from graph.budget import Budget, check_before_model_call, check_before_step
+from graph.deadline import budget_left_s
 from graph.plan import unfinished
 from graph.status import Terminal
 from graph.tripwires import tripped
@@ -92,7 +93,7 @@ def route_after_act(state: dict[str, Any]) -> Literal["gate", "verify", "repair"
     if must_stop(state):
         return stop(state)
     last = state["messages"][-1]
-    if isinstance(last, AIMessage) and last.tool_calls:
+    if isinstance(last, AIMessage) and (last.tool_calls or last.invalid_tool_calls):
         return "gate"
     if unfinished((state.get("plan") or {}).get("steps", [])):
         return "repair"  # the completion check: a final answer with a required step not done never reaches the judge
@@ -158,4 +159,5 @@ def _payload(state: dict[str, Any], call: dict[str, Any]) -> dict[str, Any]:
         "profile": state["task"]["profile"],
         "retries_left": retries_left,
         "usage": state["usage"],
+        "wall_clock_left_s": budget_left_s(state["budget"], state["usage"]),
     }

@@ -16,9 +16,7 @@ import pytest
 from graph.runner import RunReport, Runner
 from graph.status import Terminal
 from graph.task import RunSettings, Task
-from tests.graph.conftest import (  # noqa: F401  (fixtures)
-    CRITIC_FAIL, CRITIC_PASS, JUDGE_PASS, PLAN_ONE_STEP, PLAN_READ_NOTES, READ_NOTES, run_script, runner, step, workspace,
-)
+from tests.graph.conftest import CRITIC_FAIL, CRITIC_PASS, PLAN_ONE_STEP, PLAN_READ_NOTES, READ_NOTES, step
 
 FINAL = step("Ana publishes the notes.")
 CRITIC_AT_MINIMUM = step({"scores": {"correctness": 0.8, "completeness": 0.7, "coherence": 0.75, "safety": 0.95}, "defects": []})

@@ -12,7 +12,7 @@ from pydantic import ValidationError
 
 from graph.plan import PlanReply
 from graph.status import Terminal
-from tests.graph.conftest import CRITIC_PASS, run_script, runner, step, workspace  # noqa: F401  (fixtures)
+from tests.graph.conftest import CRITIC_PASS, step
 
 ALLOW_WRITES = {"rules": [{"id": "writes", "action": "allow", "tool": "write_file"}]}
 SHORT_WRITE = Path(__file__).parent / "servers" / "short_write.py"
