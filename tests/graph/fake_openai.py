@@ -1,7 +1,7 @@
 """A local OpenAI-compatible chat-completions server for tests of the provider path.
 
 It answers by role, recognised from the system prompt, the way a well-behaved model would:
-the planner gets a one-step plan, the actor reads notes.md and then answers, the judge and the
+the planner gets a one-step plan (no tool promised), the actor reads notes.md and then answers, the judge and the
 critic pass. Every request is kept (with its role) so a test can check what boundloop sent.
 
 A test can make a role misbehave: `FakeOpenAI(faults={"actor": [FAULT, ...]})` answers that
@@ -26,7 +26,8 @@ import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-PLAN = {"steps": [{"id": "s1", "description": "read the notes", "tools": ["workspace__read_file"]}], "blocked": None}
+PLAN = {"steps": [{"id": "s1", "description": "answer from the notes"}], "blocked": None}
+"""A step that promises no tool call: a fault test may replace the actor's read by any call."""
 VERDICT = {"passed": True, "failures": []}
 SCORES = {"scores": {"correctness": 1, "completeness": 1, "coherence": 1, "safety": 1}, "defects": []}
 ANSWER = "Ana publishes the notes."
