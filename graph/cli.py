@@ -141,7 +141,7 @@ def approve(
         decision = {"decision": "approve", "answer": answer, "approver": approver}
     else:
         decision = {"decision": "approve", "approver": approver}
-    _guarded(lambda: _with_runner(database_url, lambda runner: _drive(runner, runner.decide(run_id, call_id, decision, observe=_observer(as_json)), as_json)))
+    _guarded(lambda: _with_runner(database_url, lambda runner: _decide(runner, run_id, call_id, decision, as_json)))
 
 
 @app.command()
@@ -155,7 +155,7 @@ def reject(
 ) -> None:
     """Reject a waiting call with a message the model sees, then continue the run."""
     decision = {"decision": "reject", "message": message, "approver": approver}
-    _guarded(lambda: _with_runner(database_url, lambda runner: _drive(runner, runner.decide(run_id, call_id, decision, observe=_observer(as_json)), as_json)))
+    _guarded(lambda: _with_runner(database_url, lambda runner: _decide(runner, run_id, call_id, decision, as_json)))
 
 
 def _parse_json(text: str, flag: str) -> Any:
@@ -277,6 +277,14 @@ async def _drive(runner: Runner, started: Any, as_json: bool) -> None:
         render_report(out, report)
 
 
+async def _decide(runner: Runner, run_id: str, call_id: str, decision: dict[str, Any], as_json: bool) -> None:
+    """Apply a decision here, or, for a run the worker pool drives, queue its continuation for a worker."""
+    from graph.cli_workers import queue_decision
+
+    if not await queue_decision(runner, run_id, call_id, decision, as_json):
+        await _drive(runner, runner.decide(run_id, call_id, decision, observe=_observer(as_json)), as_json)
+
+
 def _report_json(report: RunReport) -> dict[str, Any]:
     values = report.values
     return {
@@ -326,3 +334,6 @@ def _guarded(action: Any) -> None:
     except KeyboardInterrupt:
         err.print("[yellow]interrupted; the run keeps its last checkpoint: continue with `boundloop resume RUN`[/yellow]")
         raise typer.Exit(130) from None
+
+
+import graph.cli_workers  # noqa: E402,F401  (registers `submit` and `worker` on `app`)

@@ -16,7 +16,7 @@ from typing import Any, Callable
 
 from langgraph.types import Command
 
-from checkpoints import approvals, store
+from checkpoints import approvals, queue, store
 from checkpoints.errors import ApprovalRefused
 from checkpoints.lease import run_lease
 from checkpoints.pool import database_url, open_pool
@@ -133,7 +133,10 @@ class Runner:
         return RunReport(thread_id, str(status), dict(snapshot.values), interrupts)
 
     async def runs(self, limit: int = 50) -> list[dict[str, Any]]:
-        return [asdict(run) for run in await store.list_runs(self.pool, limit=limit)]
+        """The newest runs, each with the worker driving it when the worker pool does (`worker`)."""
+        rows = [asdict(run) for run in await store.list_runs(self.pool, limit=limit)]
+        held = await queue.holders(self.pool, [row["thread_id"] for row in rows])
+        return [row | {"worker": held.get(row["thread_id"])} for row in rows]
 
     async def trace(self, thread_id: str) -> list[dict[str, Any]]:
         return [asdict(event) for event in await store.read_trace(self.pool, thread_id)]
