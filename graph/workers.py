@@ -23,7 +23,6 @@ from typing import Any
 
 import procrastinate
 from procrastinate.exceptions import AlreadyEnqueued, ConnectorException
-from procrastinate.tasks import configure_task
 from psycopg_pool import AsyncConnectionPool
 
 from checkpoints.errors import ApprovalRefused, RunActiveElsewhere
@@ -45,24 +44,25 @@ POLL_S = 1.0
 RETRY_WHEN_HELD = procrastinate.RetryStrategy(max_attempts=60, wait=5, retry_exceptions={RunActiveElsewhere})
 """Another process drives the run (the lease says so): try again a little later."""
 QUEUE_POOL_SIZE = 4
+START_RUN, CONTINUE_RUN, RECOVER_STALLED = "boundloop.start_run", "boundloop.continue_run", "boundloop.recover_stalled"
 
 logger = logging.getLogger("boundloop.workers")
 
-app = procrastinate.App(
-    connector=procrastinate.PsycopgConnector(),  # replaced per database by `queue_app`
-    worker_defaults={
+def queue_app(url: str | None = None) -> procrastinate.App:
+    """The queue's app on `url` with its own small pool, or, without a URL, to be opened on a pool
+    given to `open_async(pool=...)` (enough to defer jobs; a worker needs its own pool: a pool
+    with autocommit in its kwargs breaks the worker's listener, notes/scale-out.md)."""
+    connector = procrastinate.PsycopgConnector(conninfo=url, min_size=1, max_size=QUEUE_POOL_SIZE) if url else procrastinate.PsycopgConnector()
+    app = procrastinate.App(connector=connector, worker_defaults={
         "update_heartbeat_interval": HEARTBEAT_S,
         "stalled_worker_timeout": STALLED_AFTER_S,
         "fetch_job_polling_interval": POLL_S,
-    },
-)
-
-
-def queue_app(url: str | None = None) -> procrastinate.App:
-    """The app on `url` with its own small pool, or, without a URL, to be opened on a pool given
-    to `open_async(pool=...)` (enough to defer jobs; a worker needs its own pool, see notes/scale-out.md)."""
-    connector = procrastinate.PsycopgConnector(conninfo=url, min_size=1, max_size=QUEUE_POOL_SIZE) if url else procrastinate.PsycopgConnector()
-    return app.with_connector(connector)
+    })
+    app.task(name=START_RUN, queue=RUNS_QUEUE, pass_context=True, retry=RETRY_WHEN_HELD)(start_run)
+    app.task(name=CONTINUE_RUN, queue=RUNS_QUEUE, pass_context=True, retry=RETRY_WHEN_HELD)(continue_run)
+    recover = app.task(name=RECOVER_STALLED, queue=MAINTENANCE_QUEUE, queueing_lock=RECOVER_STALLED, pass_context=True)(recover_stalled)
+    app.periodic(cron=RECOVERY_CRON)(recover)
+    return app
 
 
 def worker_label(name: str | None = None) -> str:
@@ -87,7 +87,7 @@ async def submit(queue: procrastinate.App, runner: Runner, run_id: str, task: Ta
     existing = await runner.graph.aget_state(_config(run_id))
     if existing.values:
         raise RunExists(run_id, str(existing.values.get("status", {}).get("terminal") or "in progress"))
-    deferrer = _deferrer(queue, "boundloop.start_run", run_id, queueing_lock=RUN_LOCK_PREFIX + run_id)
+    deferrer = _deferrer(queue, START_RUN, run_id, queueing_lock=RUN_LOCK_PREFIX + run_id)
     try:
         return await deferrer.defer_async(run_id=run_id, task=task.model_dump(mode="json"), settings=settings.model_dump(mode="json"))
     except AlreadyEnqueued:
@@ -104,11 +104,11 @@ async def enqueue_decision(queue: procrastinate.App, runner: Runner, run_id: str
     if decision.get("args_hash") not in (None, waiting[call_id].get("args_hash")):
         raise ApprovalRefused(run_id, call_id, "the decision is for other arguments than the ones the request was made for (argument hash mismatch)")
     # No queueing lock: two calls approved one after the other are two continuations, run in turn.
-    return await _deferrer(queue, "boundloop.continue_run", run_id).defer_async(run_id=run_id, call_id=call_id, decision=decision)
+    return await _deferrer(queue, CONTINUE_RUN, run_id).defer_async(run_id=run_id, call_id=call_id, decision=decision)
 
 
 def _deferrer(queue: procrastinate.App, task_name: str, run_id: str, **options: Any) -> Any:
-    return configure_task(name=task_name, job_manager=queue.job_manager, queue=RUNS_QUEUE, lock=RUN_LOCK_PREFIX + run_id, **options)
+    return queue.configure_task(task_name, lock=RUN_LOCK_PREFIX + run_id, **options)
 
 
 # -- working ---------------------------------------------------------------------------------
@@ -129,7 +129,6 @@ async def work(url: str, *, concurrency: int, name: str | None = None, stalled_a
             )
 
 
-@app.task(name="boundloop.start_run", queue=RUNS_QUEUE, pass_context=True, retry=RETRY_WHEN_HELD)
 async def start_run(context: procrastinate.JobContext, run_id: str, task: dict[str, Any], settings: dict[str, Any]) -> str:
     """Start the run, or, when this job is a retry (its worker died), resume it from its checkpoint."""
     runner = await _picked_up(context, run_id)
@@ -140,7 +139,6 @@ async def start_run(context: procrastinate.JobContext, run_id: str, task: dict[s
     return report.status
 
 
-@app.task(name="boundloop.continue_run", queue=RUNS_QUEUE, pass_context=True, retry=RETRY_WHEN_HELD)
 async def continue_run(context: procrastinate.JobContext, run_id: str, call_id: str, decision: dict[str, Any]) -> str:
     """Apply a human's decision and drive the run on. When the decision was applied before this
     job's worker died, the call no longer waits: the run is resumed from its checkpoint instead."""
@@ -155,8 +153,6 @@ async def continue_run(context: procrastinate.JobContext, run_id: str, call_id: 
     return report.status
 
 
-@app.periodic(cron=RECOVERY_CRON)
-@app.task(name="boundloop.recover_stalled", queue=MAINTENANCE_QUEUE, queueing_lock="boundloop.recover_stalled", pass_context=True)
 async def recover_stalled(context: procrastinate.JobContext, timestamp: int) -> int:
     """Put the jobs of dead workers (no heartbeat for the stalled timeout) back in the queue."""
     manager = context.app.job_manager
