@@ -3,6 +3,8 @@ over HTTP, and scripted runs whose side effects are files written through it."""
 
 from __future__ import annotations
 
+import asyncio
+import inspect
 import json
 import os
 import signal
@@ -135,4 +137,17 @@ def wait_until(what: str, check: Callable[[], Any], *, within_s: float, every_s:
         if result := check():
             return result
         time.sleep(every_s)
+    raise AssertionError(f"{what}: not within {within_s:.0f}s")
+
+
+async def eventually(what: str, check: Callable[[], Any], *, within_s: float, every_s: float = 0.1) -> Any:
+    """`wait_until` inside a test's event loop: `check` may return an awaitable."""
+    deadline = time.monotonic() + within_s
+    while time.monotonic() < deadline:
+        result = check()
+        if inspect.isawaitable(result):
+            result = await result
+        if result:
+            return result
+        await asyncio.sleep(every_s)
     raise AssertionError(f"{what}: not within {within_s:.0f}s")
