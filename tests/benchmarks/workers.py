@@ -8,8 +8,9 @@ worker count it starts the workers, waits until all of them are registered with 
 per repetition submits a batch of scripted runs (three keyed file writes each, the kill test's
 runs) and times the batch from the first submission to the last run's job succeeding. Worker
 start-up is outside the timing. Prints the median and the spread over repetitions, the CPU time
-the worker processes spent per run (what bounds throughput: a worker is one Python process, one
-core at most), and the load average, since the machine may be shared.
+spent per run in the workers and in PostgreSQL plus the MCP server (what bounds throughput: the
+cores divided by the CPU a run costs, and a worker is one Python process, one core at most), and
+the load average, since the machine may be shared.
 """
 
 from __future__ import annotations
@@ -69,13 +70,25 @@ async def batch(url: str, home: Path, servers: dict, label: str, runs: int) -> f
 
 
 def cpu_seconds(pid: int) -> float:
-    """User + system CPU time a live process has used so far."""
+    """User + system CPU time a live process and its reaped children have used so far."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return sum(int(field) for field in fields[11:15]) / os.sysconf("SC_CLK_TCK")
 
 
-def measure(admin_url: str, home: Path, servers: dict, count: int, options: argparse.Namespace) -> tuple[list[float], float]:
-    """Runs per second of each batch, and the workers' CPU seconds per run."""
+def children(pid: int) -> list[int]:
+    return [int(child) for child in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+
+
+def helpers_cpu(pgdata: Path) -> float:
+    """CPU seconds used so far by PostgreSQL (its postmaster, live backends and, through the
+    postmaster, ended ones) and the workspace MCP server: the rest of each run's cost."""
+    postmaster = int((pgdata / "postmaster.pid").read_text().split()[0])
+    servers = [pid for pid in children(os.getpid()) if "mcp_servers.workspace" in Path(f"/proc/{pid}/cmdline").read_text()]
+    return sum(cpu_seconds(pid) for pid in [postmaster, *children(postmaster), *servers])
+
+
+def measure(admin_url: str, pgdata: Path, home: Path, servers: dict, count: int, options: argparse.Namespace) -> tuple[list[float], float, float]:
+    """Runs per second of each batch, and CPU seconds per run: in the workers, in PostgreSQL and the MCP server."""
     database = f"bench_w{count}"
     with psycopg.connect(admin_url, autocommit=True) as admin:
         admin.execute(f"CREATE DATABASE {database}")
@@ -91,10 +104,11 @@ def measure(admin_url: str, home: Path, servers: dict, count: int, options: argp
         with psycopg.connect(url, autocommit=True) as conn:
             while conn.execute("SELECT count(*) FROM procrastinate_workers").fetchone()[0] < count:
                 time.sleep(0.1)
-        booted = sum(cpu_seconds(process.pid) for process in processes)
+        booted, helped = sum(cpu_seconds(process.pid) for process in processes), helpers_cpu(pgdata)
         rates = [options.runs / asyncio.run(batch(url, home, servers, f"b{count}-{rep}", options.runs)) for rep in range(options.reps)]
-        used = sum(cpu_seconds(process.pid) for process in processes) - booted
-        return rates, used / (options.runs * options.reps)
+        runs = options.runs * options.reps
+        worker_cpu = sum(cpu_seconds(process.pid) for process in processes) - booted
+        return rates, worker_cpu / runs, (helpers_cpu(pgdata) - helped) / runs
     finally:
         for process in processes:
             process.send_signal(signal.SIGTERM)
@@ -119,9 +133,11 @@ def main() -> None:
             servers = {"mcpServers": {"workspace": {"url": mcp_url, "trusted": True}}}
             print(f"{options.runs} runs per batch, {options.reps} batches, concurrency {options.concurrency} per worker, {os.cpu_count()} CPUs")
             for count in (int(part) for part in options.workers.split(",")):
-                rates, cpu_per_run = measure(cluster.url("postgres"), base, servers, count, options)
+                rates, worker_cpu, helper_cpu = measure(cluster.url("postgres"), base / "pgdata", base, servers, count, options)
+                ceiling = (os.cpu_count() or 1) / (worker_cpu + helper_cpu)
                 print(f"{count} worker(s): {statistics.median(rates):.2f} runs/s (min {min(rates):.2f}, max {max(rates):.2f}); "
-                      f"worker CPU {cpu_per_run * 1000:.0f} ms per run; load average {os.getloadavg()[0]:.1f}", flush=True)
+                      f"CPU per run {worker_cpu * 1000:.0f} ms in the workers + {helper_cpu * 1000:.0f} ms in PostgreSQL and the MCP server "
+                      f"(all cores free: at most {ceiling:.1f} runs/s); load average {os.getloadavg()[0]:.1f}", flush=True)
     finally:
         cluster.stop()
         shutil.rmtree(base, ignore_errors=True)
