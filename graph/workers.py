@@ -41,12 +41,14 @@ RECOVERY_CRON = "* * * * * */5"
 start again within STALLED_AFTER_S + 5 s + one poll."""
 POLL_S = 1.0
 """Nothing notifies a worker when a run's lock is released: a queued continuation starts at the next poll."""
-RETRY_WHEN_HELD = procrastinate.RetryStrategy(max_attempts=60, wait=5, retry_exceptions={RunActiveElsewhere})
-"""Another process drives the run (the lease says so): try again a little later."""
+RETRY_WHEN_HELD = procrastinate.RetryStrategy(wait=5, retry_exceptions={RunActiveElsewhere})
+"""Another process drives the run (the lease says so): try again every 5 s for as long as it does.
+The lease is a session lock, so it ends when that process ends, however it ends."""
 QUEUE_POOL_SIZE = 4
 START_RUN, CONTINUE_RUN, RECOVER_STALLED = "boundloop.start_run", "boundloop.continue_run", "boundloop.recover_stalled"
 
 logger = logging.getLogger("boundloop.workers")
+
 
 def queue_app(url: str | None = None) -> procrastinate.App:
     """The queue's app on `url` with its own small pool, or, without a URL, to be opened on a pool
@@ -136,7 +138,7 @@ async def start_run(context: procrastinate.JobContext, run_id: str, task: dict[s
         report = await runner.resume(run_id)
     else:
         report = await runner.start(Task.model_validate(task), RunSettings.model_validate(settings), thread_id=run_id)
-    return report.status
+    return _done(context, run_id, report.status)
 
 
 async def continue_run(context: procrastinate.JobContext, run_id: str, call_id: str, decision: dict[str, Any]) -> str:
@@ -150,7 +152,7 @@ async def continue_run(context: procrastinate.JobContext, run_id: str, call_id: 
         report = await runner.decide(run_id, call_id, decision)
     else:
         report = await runner.resume(run_id)
-    return report.status
+    return _done(context, run_id, report.status)
 
 
 async def recover_stalled(context: procrastinate.JobContext, timestamp: int) -> int:
@@ -175,6 +177,11 @@ async def _picked_up(context: procrastinate.JobContext, run_id: str) -> Runner:
     await record_pickup(runner.pool, run_id, job_id=job.id, attempt=attempt, worker=context.worker_name or "worker")
     logger.info("%s: %s job %s, attempt %s", context.worker_name, run_id, job.id, attempt)
     return runner
+
+
+def _done(context: procrastinate.JobContext, run_id: str, status: str) -> str:
+    logger.info("%s: %s stopped at %s", context.worker_name, run_id, status)
+    return status
 
 
 def _config(run_id: str) -> dict[str, Any]:
