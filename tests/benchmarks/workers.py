@@ -70,8 +70,11 @@ async def batch(url: str, home: Path, servers: dict, label: str, runs: int) -> f
 
 
 def cpu_seconds(pid: int) -> float:
-    """User + system CPU time a live process and its reaped children have used so far."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    """User + system CPU time a live process and its reaped children have used so far (0 once it ended)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except FileNotFoundError:  # it ended since it was listed
+        return 0.0
     return sum(int(field) for field in fields[11:15]) / os.sysconf("SC_CLK_TCK")
 
 
@@ -131,7 +134,7 @@ def main() -> None:
         workspace = base / "workspace"
         with http("workspace", "--root", str(workspace), "--journal-dir", str(base / "journal")) as mcp_url:
             servers = {"mcpServers": {"workspace": {"url": mcp_url, "trusted": True}}}
-            print(f"{options.runs} runs per batch, {options.reps} batches, concurrency {options.concurrency} per worker, {os.cpu_count()} CPUs")
+            print(f"{options.runs} runs per batch, {options.reps} batches, concurrency {options.concurrency} per worker, {os.cpu_count()} CPUs", flush=True)
             for count in (int(part) for part in options.workers.split(",")):
                 rates, worker_cpu, helper_cpu = measure(cluster.url("postgres"), base / "pgdata", base, servers, count, options)
                 ceiling = (os.cpu_count() or 1) / (worker_cpu + helper_cpu)
