@@ -58,8 +58,10 @@ def submit(
 def worker(
     concurrency: Annotated[int, typer.Option("--concurrency", "-n", min=1, max=MAX_CONCURRENCY, help="Runs this process drives at once.")] = 4,
     name: Annotated[Optional[str], typer.Option("--name", help="Worker name shown by `boundloop runs` (default: w<pid>).")] = None,
-    stalled_after: Annotated[float, typer.Option("--stalled-after", min=3 * workers.HEARTBEAT_S,
-                                                 help="Seconds without a heartbeat after which a worker counts as dead and its runs go to others (use the same on every worker).")] = workers.STALLED_AFTER_S,
+    stalled_after: Annotated[float, typer.Option(
+        "--stalled-after", min=3 * workers.HEARTBEAT_S,
+        help="Seconds without a heartbeat after which a worker counts as dead and its runs go to others (the same on every worker).",
+    )] = workers.STALLED_AFTER_S,
     database_url: DbFlag = None,
 ) -> None:
     """Drive queued runs until Ctrl-C or SIGTERM (then finish the runs in flight and stop)."""

@@ -24,6 +24,13 @@ from tests.mcp_servers.launch import http
 
 BOUNDLOOP = str(Path(sys.executable).parent / "boundloop")
 PROCESS_TIMEOUT_S = 120
+MID_RUN = """
+SELECT pickup.thread_id FROM boundloop_run_pickups pickup JOIN procrastinate_jobs job ON job.id = pickup.job_id
+WHERE pickup.worker LIKE %s AND job.status = 'doing'
+  AND (SELECT count(*) FROM boundloop_ledger entry WHERE entry.thread_id = pickup.thread_id AND entry.status = 'COMPLETE') BETWEEN 1 AND 2"""
+"""Runs the worker drives right now that made some of their three writes, not all."""
+ENDED = "SELECT status FROM boundloop_runs WHERE thread_id = %s AND status <> 'running'"
+"""A run's terminal status once it has one."""
 
 
 def env() -> dict[str, str]:

@@ -20,15 +20,10 @@ from graph import workers
 from graph.runner import Runner
 from graph.status import Terminal
 from graph.task import RunSettings, Task
-from tests.workers.conftest import wait_until, writes
+from tests.workers.conftest import MID_RUN, wait_until, writes
 
 RUNS = int(os.environ.get("BOUNDLOOP_WORKERS_RUNS", "60"))
 WORKERS = 3
-MID_RUN = """
-SELECT pickup.thread_id FROM boundloop_run_pickups pickup JOIN procrastinate_jobs job ON job.id = pickup.job_id
-WHERE pickup.worker LIKE %s AND job.status = 'doing'
-  AND (SELECT count(*) FROM boundloop_ledger entry WHERE entry.thread_id = pickup.thread_id AND entry.status = 'COMPLETE') BETWEEN 1 AND 2"""
-"""Runs the worker drives right now that made some of their three writes, not all."""
 DONE = "SELECT count(*) FROM procrastinate_jobs WHERE task_name = 'boundloop.start_run' AND status IN ('succeeded', 'failed')"
 
 

@@ -12,8 +12,7 @@ from graph import workers
 from graph.runner import Runner
 from graph.status import Terminal
 from graph.task import RunSettings, Task
-from tests.workers.conftest import boundloop, eventually, wait_until, writes
-from tests.workers.test_kill_worker import MID_RUN
+from tests.workers.conftest import ENDED, MID_RUN, boundloop, eventually, wait_until, writes
 
 
 def _worker(rows: list[dict], run: str) -> str:
@@ -53,16 +52,15 @@ async def test_runs_shows_the_holder_and_a_frozen_worker_is_fenced_until_it_dies
             start_worker("w2")
             await eventually("w2 takes the stalled job", lambda: _taken_by(runner, run, "w2@"), within_s=60)
             # w1 still holds the run's lease: w2 must not drive it, and nothing more happens.
-            wait_until("w2 gives the job back", lambda: worker_pool.query("SELECT 1 FROM procrastinate_jobs WHERE lock = %s AND status = 'todo'", f"run:{run}"),
-                       within_s=30)
+            waiting = "SELECT 1 FROM procrastinate_jobs WHERE lock = %s AND status = 'todo'"
+            wait_until("w2 gives the job back", lambda: worker_pool.query(waiting, f"run:{run}"), within_s=30)
             assert worker_pool.files(run) == files_when_frozen
             assert worker_pool.query("SELECT status FROM boundloop_runs WHERE thread_id = %s", run) == [("running",)]
         finally:
             frozen.send_signal(signal.SIGKILL)
             frozen.wait(timeout=10)
 
-        ended = wait_until("w2 finishes the run", lambda: worker_pool.query("SELECT status FROM boundloop_runs WHERE thread_id = %s AND status <> 'running'", run),
-                           within_s=60)
+        ended = wait_until("w2 finishes the run", lambda: worker_pool.query(ENDED, run), within_s=60)
         assert ended == [(Terminal.SUCCESS,)]
         assert worker_pool.files(run) == {"done.md": f"done {run}\n", "report.md": f"final {run}\n"}
         assert [status for _, status in worker_pool.ledger(run)] == ["COMPLETE"] * len(writes(run))

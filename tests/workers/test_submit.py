@@ -13,7 +13,7 @@ from checkpoints.queue import migrate_queue
 from graph import workers
 from graph.runner import Runner
 from graph.task import RunSettings, Task
-from tests.workers.conftest import boundloop, wait_until, writes
+from tests.workers.conftest import ENDED, boundloop, wait_until, writes
 
 PAUSED = "SELECT 1 FROM procrastinate_jobs WHERE lock = %s AND status = 'succeeded'"
 """The run's first job is done: the run waits at its interrupt."""
@@ -40,8 +40,7 @@ def test_a_decision_on_a_queued_run_is_carried_out_by_a_worker(worker_pool, star
     queued = json.loads(approved.stdout)
     assert queued["status"] == "QUEUED" and queued["run_id"] == run
 
-    ended = wait_until("the run ends", lambda: worker_pool.query("SELECT status FROM boundloop_runs WHERE thread_id = %s AND status <> 'running'", run),
-                       within_s=60)
+    ended = wait_until("the run ends", lambda: worker_pool.query(ENDED, run), within_s=60)
     assert ended == [("SUCCESS",)]
     assert worker_pool.files("r1") == {"report.md": "final r1\n"}  # done.md was deleted, once approved
     assert [status for _, status in worker_pool.ledger(run)] == ["COMPLETE"] * (len(writes("r1")) + 1)
@@ -78,5 +77,5 @@ async def test_the_queue_schema_is_applied_once_however_many_processes_start_tog
         for pool in pools:
             await pool.close()
     with psycopg.connect(db_url, autocommit=True) as conn:
-        tables = {row[0] for row in conn.execute("SELECT tablename FROM pg_tables WHERE tablename LIKE 'procrastinate%%' OR tablename LIKE 'boundloop_run_pickups'")}
+        tables = {row[0] for row in conn.execute("SELECT tablename FROM pg_tables WHERE tablename LIKE 'procrastinate%%' OR tablename = 'boundloop_run_pickups'")}
     assert {"procrastinate_jobs", "procrastinate_workers", "boundloop_run_pickups"} <= tables
