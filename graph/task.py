@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import hashlib
 import json
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema, field_validator
+
+from graph.forms import budget_overrides_schema, policy_schema, servers_schema
 
 from graph.profiles import PROFILES, ProfileName
 
@@ -52,7 +54,7 @@ class Task(BaseModel):
     """Tests and artifact checks verify runs through tools before the judge."""
     profile: ProfileName = "coding_assistant"
     """Risk profile: sets budget defaults and permission rules."""
-    budget: dict[str, float | int | None] = Field(default_factory=dict)
+    budget: Annotated[dict[str, float | int | None], WithJsonSchema(budget_overrides_schema())] = Field(default_factory=dict)
     """Per-run overrides of the profile's budget, e.g. {"tool_calls": 10}."""
     require_plan_approval: bool = False
     """Pause for a human to approve the plan before any tool runs."""
@@ -109,11 +111,11 @@ class RunSettings(BaseModel):
     """OpenAI-compatible endpoint; default from OPENAI_BASE_URL or the provider's."""
     script: str | None = None
     """Path of the scripted model's JSON script (required when model is `scripted`)."""
-    servers: dict[str, Any] | None = None
+    servers: Annotated[dict[str, Any], WithJsonSchema(servers_schema())] | None = None
     """MCP servers in the `mcpServers` shape; default: the shipped workspace server on `workspace_root`."""
     workspace_root: str | None = None
     """Directory the shipped workspace server is confined to."""
-    policy: dict[str, Any] | None = None
+    policy: Annotated[dict[str, Any], WithJsonSchema(policy_schema())] | None = None
     """User permission rules, in the policy-file shape {"rules": [...], "trusted_servers": [...]};
     applied together with the profile's presets (deny > ask > allow > default)."""
     unattended: bool = False

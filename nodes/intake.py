@@ -8,7 +8,7 @@ from langgraph.runtime import Runtime
 from pydantic import BaseModel, ValidationError
 
 from graph.budget import Exhaustion, empty_usage
-from graph.errors import BoundloopError
+from graph.errors import BoundloopError, SettingsMissing
 from graph.models import model_id, price_of
 from graph.profiles import budget_for
 from graph.prompts import PROMPT_VERSION
@@ -21,9 +21,11 @@ from tools.errors import PolicyError
 
 async def intake(state: dict[str, Any], runtime: Runtime[RunSettings], services: Services) -> dict[str, Any]:
     """Validate the task, capture settings, start the run's tool servers, record the boundary."""
+    if not state.get("settings") and not _given(runtime.context):
+        raise SettingsMissing(current_run_id())
     try:
         task = Task.model_validate(_as_dict(state.get("task")))
-        settings = RunSettings.model_validate(_as_dict(state.get("settings") or runtime.context or {}))
+        settings = RunSettings.model_validate(_as_dict(state.get("settings") or runtime.context))
     except ValidationError as error:
         first = error.errors()[0]
         where = ".".join(str(part) for part in first["loc"])
@@ -66,6 +68,11 @@ async def intake(state: dict[str, Any], runtime: Runtime[RunSettings], services:
             dimension="cost_usd",
         )
     return update
+
+
+def _given(context: Any) -> bool:
+    """Whether the run was given settings as its context (the server passes an empty one when none were)."""
+    return bool(context.model_fields_set if isinstance(context, BaseModel) else context)
 
 
 def _as_dict(value: Any) -> dict[str, Any]:
