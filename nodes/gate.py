@@ -28,7 +28,7 @@ async def gate(state: dict[str, Any], services: Services) -> dict[str, Any]:
     budget = Budget.model_validate(state["budget"])
     admissions = gateway.admit_all(
         proposed,
-        registry=await services.registry(current_run_id(), state["settings"]),
+        registry=await services.registry(current_run_id(), state["settings"], state.get("tools")),
         rules=gateway.run_policy(state["settings"], state["task"]["profile"]),
         budget=budget,
         usage=state["usage"],
