@@ -324,7 +324,7 @@ def _guarded(action: Any) -> None:
     try:
         action()
     except (BoundloopError, CheckpointsError, ToolsError) as error:
-        err.print(f"[bold red]error:[/bold red] {error}")
+        err.print(f"[bold red]error:[/bold red] {secrets.redact(str(error))}")
         raise typer.Exit(2) from None
     except KeyboardInterrupt:
         err.print("[yellow]interrupted; the run keeps its last checkpoint: continue with `boundloop resume RUN`[/yellow]")

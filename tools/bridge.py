@@ -208,6 +208,8 @@ class _Connection:
         self.pid: int | None = None
         self.failure: str | None = None
         self.start_error: ServerStartError | None = None
+        self._listing: asyncio.Task[list[Tool] | None] | None = None
+        """The `tools/list` in flight for calls about to be dispatched, if any."""
         self._log_offset = 0
         """Where this attempt's stderr starts in the (appended) log file."""
         self._settled = asyncio.Event()
@@ -239,16 +241,22 @@ class _Connection:
         )
 
     async def current_specs(self, timeout_s: float) -> list[ToolSpec] | None:
+        """Calls dispatched together share one listing (a wave of reads costs one round trip)."""
         client = self.client
         if client is None or self.failure is not None:
             return None
+        if self._listing is None or self._listing.done():
+            self._listing = asyncio.create_task(self._list_now(client, timeout_s), name=f"mcp-list:{self.config.name}")
+        tools = await asyncio.shield(self._listing)
+        return None if tools is None else [self._spec(tool) for tool in tools]
+
+    async def _list_now(self, client: Client, timeout_s: float) -> list[Tool] | None:
         try:
             with anyio.fail_after(timeout_s):
-                tools = await _list_all_tools(client)
+                return await _list_all_tools(client)
         except Exception as exc:  # a timeout, an MCP error, a broken stream: the listing cannot be trusted
             logger.info("MCP server %r: re-listing tools failed (%s)", self.config.name, self.redactor.text(_describe(_root(exc))))
             return None
-        return [self._spec(tool) for tool in tools]
 
     async def call(self, tool: str, arguments: dict[str, Any], *, timeout_s: float, on_progress: ProgressFn | None) -> CallOutcome:
         """The call's outcome, with any secret it quotes masked before the model or a log can see it."""

@@ -135,3 +135,17 @@ def test_the_cli_refuses_a_config_with_inline_literal_secrets_in_one_line(db_url
     assert result.returncode == 2
     assert "mcpServers.x.env.TOKEN is a literal value" in result.stderr and "Traceback" not in result.stderr
     assert "hunter2" not in result.stderr
+
+
+def test_redaction_masks_secret_keys_and_long_values_and_leaves_references_and_ordinary_text():
+    from tools.secrets import Redactor, redact_keys
+
+    config = {"mcpServers": {"web": {"url": "http://127.0.0.1:1/mcp", "headers": {"Authorization": "Bearer abcdefgh1", "X-Ref": "${WEB_TOKEN}"}},
+                             "local": {"command": "c", "env": {"TZ": "UTC"}, "api_key": "k" * 20, "max_tokens": 5}}}
+    masked = redact_keys(config)["mcpServers"]
+    assert masked["web"]["headers"] == {"Authorization": "***", "X-Ref": "${WEB_TOKEN}"}
+    assert masked["local"] == {"command": "c", "env": {"TZ": "***"}, "api_key": "***", "max_tokens": 5}
+    redactor = Redactor(["UTC", "abcdefgh1", "abcdefgh"])
+    assert redactor.text("UTC: abcdefgh1 then abcdefgh") == "UTC: *** then ***"  # the longer value first; short ones left
+    assert redactor.value({"abcdefgh": ["x abcdefgh1", 3, None]}) == {"***": ["x ***", 3, None]}
+    assert Redactor([]).text("abcdefgh1") == "abcdefgh1"
