@@ -47,7 +47,7 @@ async def run_call(call: dict[str, Any], payload: dict[str, Any], services: Serv
             max_attempts=1 + max(payload.get("retries_left", 0), 0),
         )
 
-    if refusal := await pinning.changed(bridge, spec, timeout_s=timeout_s):
+    if refusal := await pinning.changed(bridge, spec):
         outcome = refusal
     elif not call.get("side_effect"):
         outcome = await send(call["args"])

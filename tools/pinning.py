@@ -30,6 +30,8 @@ UNCONFIRMED = (
     "server_unavailable: {tool} was not run: MCP server {server!r} did not list its tools, so the tool's definition "
     "could not be checked against the one this run started with. Continue with other tools."
 )
+LIST_TIMEOUT_S = 10.0
+"""How long the listing before a call may take: a control request, bounded apart from the tool's own timeout."""
 _SPEC_FIELDS = frozenset(field.name for field in dataclasses.fields(ToolSpec))
 
 
@@ -67,7 +69,7 @@ def spec_of(entry: dict[str, Any]) -> ToolSpec:
     return ToolSpec(**{**fields, "hints": ToolHints(**fields["hints"])})
 
 
-async def changed(bridge: ListsTools, spec: ToolSpec, *, timeout_s: float) -> CallOutcome | None:
+async def changed(bridge: ListsTools, spec: ToolSpec, *, timeout_s: float = LIST_TIMEOUT_S) -> CallOutcome | None:
     """A refusal when the server no longer defines `spec` as pinned (or will not say); None when it does."""
     live = await bridge.current_specs(spec.server, timeout_s=timeout_s)
     if live is None:
