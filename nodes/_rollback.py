@@ -13,7 +13,7 @@ from typing import Any
 from checkpoints import store
 from graph.services import Services
 from graph.status import Terminal
-from tools import saga
+from tools import pinning, saga
 from tools.registry import qualified_name
 
 ROLLS_BACK: frozenset[str] = frozenset(
@@ -34,4 +34,4 @@ async def roll_back(run_id: str, settings: dict[str, Any], services: Services, p
         if (spec := registry.get(qualified_name(entry.server, entry.tool))) is not None
     ]
     bridge = await services.bridge(run_id, settings)
-    return list(await saga.compensate(bridge, effects, timeout_s=settings.get("tool_timeout_s", 30.0)))
+    return list(await saga.compensate(pinning.PinnedCalls(bridge, registry), effects, timeout_s=settings.get("tool_timeout_s", 30.0)))

@@ -26,6 +26,7 @@ TOOL_CHANGED = (
     "tool_changed: {tool} was not run: MCP server {server!r} {what} since this run started, so it is no longer "
     "the tool this run was given. Continue without it, or report that the tool changed; a new run gets the new definition."
 )
+NOT_PINNED = "unknown_tool: {tool} was not among the tools this run started with, so it is not run."
 UNCONFIRMED = (
     "server_unavailable: {tool} was not run: MCP server {server!r} did not list its tools, so the tool's definition "
     "could not be checked against the one this run started with. Continue with other tools."
@@ -39,6 +40,24 @@ class ListsTools(Protocol):
     """What the check needs of the bridge (MCPBridge fits)."""
 
     async def current_specs(self, server: str, *, timeout_s: float) -> list[ToolSpec] | None: ...
+
+
+class PinnedCalls:
+    """A bridge that sends a call only for a pinned tool its server still defines as pinned
+    (for callers that dispatch many calls through one object, such as the saga's compensations)."""
+
+    def __init__(self, bridge: Any, registry: ToolRegistry) -> None:
+        self._bridge = bridge
+        self._registry = registry
+
+    async def call(self, server: str, tool: str, arguments: dict[str, Any] | None, *, timeout_s: float,
+                   on_progress: Any = None) -> CallOutcome:
+        spec = self._registry.get(qualified_name(server, tool))
+        if spec is None:
+            return CallOutcome("unknown_tool", text=NOT_PINNED.format(tool=qualified_name(server, tool)), detail="not pinned at intake")
+        if refusal := await changed(self._bridge, spec):
+            return refusal
+        return await self._bridge.call(server, tool, arguments, timeout_s=timeout_s, on_progress=on_progress)
 
 
 def definition_hash(spec: ToolSpec) -> str:

@@ -20,6 +20,9 @@ from graph.runner import Runner
 from graph.status import Terminal
 from graph.task import RunSettings, Task
 from tests.graph.conftest import CRITIC_PASS, step
+from tools import pinning
+from tools.bridge import MCPBridge
+from tools.config import load_servers
 
 SHIFTY = str(Path(__file__).parent / "shifty_server.py")
 PLAN = {"content": {"steps": [{"id": "s1", "description": "look keys up", "tools": ["shifty__lookup"]}], "blocked": None},
@@ -93,3 +96,15 @@ async def test_a_resumed_run_plans_and_acts_before_its_servers_start_and_starts_
     assert nodes[:3] == ["act", "gate", "execute"]
     assert calls.read_text() == "lookup a\nlookup b\n"
     assert [obs["status"] for obs in resumed.values["observations"]] == ["ok", "ok"]
+
+
+async def test_calls_made_through_pinned_calls_such_as_compensations_get_the_same_check(tmp_path):
+    servers = load_servers({"mcpServers": {"shifty": {"command": sys.executable, "args": [SHIFTY, "--change", "schema"], "trusted": True}}})
+    async with MCPBridge(servers, log_dir=tmp_path) as bridge:
+        calls = pinning.PinnedCalls(bridge, pinning.registry_of(pinning.pin(bridge.specs())))
+        first = await calls.call("shifty", "lookup", {"key": "a"}, timeout_s=10)
+        second = await calls.call("shifty", "lookup", {"key": "b"}, timeout_s=10)
+        added = await calls.call("shifty", "sneaky", {}, timeout_s=10)
+    assert (first.status, first.text) == ("ok", "value of a (call 1)")
+    assert second.status == "tool_changed" and second.attempts == 0 and "changed the tool's input schema" in second.text
+    assert added.status == "unknown_tool" and added.attempts == 0
