@@ -35,7 +35,6 @@ async def run_call(call: dict[str, Any], payload: dict[str, Any], services: Serv
     """
     run_id = current_run_id()
     settings = payload["settings"]
-    timeout_s = settings.get("tool_timeout_s", 30.0)
     bridge = await services.bridge(run_id, settings)
     spec = (await services.registry(run_id, settings, payload.get("tools"))).get(call["name"])
     started = time.time()
@@ -43,7 +42,7 @@ async def run_call(call: dict[str, Any], payload: dict[str, Any], services: Serv
     async def send(arguments: dict[str, Any]) -> CallOutcome:
         return await dispatch.call_with_retry(
             bridge, spec, arguments,
-            timeout_s=timeout_s,
+            timeout_s=settings.get("tool_timeout_s", 30.0),
             max_attempts=1 + max(payload.get("retries_left", 0), 0),
         )
 

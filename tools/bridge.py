@@ -17,6 +17,9 @@ sends `notifications/cancelled` when it fires, on its own timeout or on ours), `
 `close_timeout_s`, after which whatever is left of a server's process group is SIGKILLed.
 Stdio servers also exit on stdin EOF, so a crash of our own process leaves none behind.
 Each stdio server's stderr goes to `<log_dir>/<server>.<bridge id>.stderr.log`, not our terminal.
+What the bridge returns or logs (results, start errors with their stderr excerpt, log lines) has
+the servers' secrets masked (tools/secrets.py). `current_specs()` re-lists a server's tools for the
+check before a call (tools/pinning.py); `specs()` stays the listing from start.
 """
 
 from __future__ import annotations
