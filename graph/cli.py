@@ -26,6 +26,7 @@ from graph.models import model_for
 from graph.progress import Progress, render_pending, render_report, render_runs, render_trace
 from graph.runner import RunReport, Runner
 from graph.task import RunSettings, Task
+from tools import secrets
 from tools.errors import ToolsError
 from tools.config import load_servers
 from tools.policy import load_policy
@@ -98,7 +99,7 @@ def show(run_id: str, as_json: JsonFlag = False, database_url: DbFlag = None) ->
     async def body(runner: Runner) -> None:
         report, trace = await runner.report(run_id), await runner.trace(run_id)
         if as_json:
-            out.print_json(json.dumps(_report_json(report) | {"trace": trace}, default=str))
+            out.print_json(json.dumps(secrets.redact(_report_json(report) | {"trace": trace}), default=str))
         else:
             render_trace(out, trace)
             render_report(out, report)
@@ -205,7 +206,9 @@ def _settings(options: dict[str, Any]) -> RunSettings:
         if options[key]:
             values[key] = str(options[key])
     if options["servers"]:
-        values["servers"] = _read_json(options["servers"], "servers")
+        values["servers"] = str(options["servers"].resolve())  # read when a server starts: its secrets never enter the run's state
+    elif isinstance(values.get("servers"), str):
+        values["servers"] = str((options["config"].parent / values["servers"]).resolve())
     if options["policy"]:
         values["policy"] = _read_json(options["policy"], "policy")
     values["workspace_root"] = str((options["workspace"] or Path(values.get("workspace_root") or ".")).resolve())
@@ -272,7 +275,7 @@ async def _drive(runner: Runner, started: Any, as_json: bool) -> None:
 
         report = await runner.resume(report.thread_id, decisions=ask_decisions(report.interrupts), observe=_observer(as_json))
     if as_json:
-        out.print_json(json.dumps(_report_json(report), default=str))
+        out.print_json(json.dumps(secrets.redact(_report_json(report)), default=str))
     else:
         render_report(out, report)
 
@@ -329,7 +332,7 @@ def _guarded(action: Any) -> None:
     try:
         action()
     except (BoundloopError, CheckpointsError, ToolsError) as error:
-        err.print(f"[bold red]error:[/bold red] {error}")
+        err.print(f"[bold red]error:[/bold red] {secrets.redact(str(error))}")
         raise typer.Exit(2) from None
     except KeyboardInterrupt:
         err.print("[yellow]interrupted; the run keeps its last checkpoint: continue with `boundloop resume RUN`[/yellow]")

@@ -23,17 +23,19 @@ def budget_overrides_schema() -> dict[str, Any]:
 
 
 def servers_schema() -> dict[str, Any]:
-    """The `mcpServers` shape: server name → one server's settings."""
+    """The `mcpServers` shape (server name → one server's settings), or a servers file's path."""
     from tools.config import ServerConfig
 
     server = _inline(ServerConfig)
     server["properties"].pop("name")
     server["required"] = [field for field in server.get("required", []) if field != "name"]
-    return {
+    document = {
         "type": "object",
         "properties": {"mcpServers": {"type": "object", "additionalProperties": server, "description": "Server name → how to start or reach it."}},
         "required": ["mcpServers"],
     }
+    path = {"type": "string", "description": "Absolute path of a servers file, read when a server starts."}
+    return {"anyOf": [document, path]}
 
 
 def policy_schema() -> dict[str, Any]:

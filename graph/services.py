@@ -19,6 +19,7 @@ from langgraph.config import get_config
 from psycopg_pool import AsyncConnectionPool
 
 from checkpoints.lease import LeaseHolder
+from tools import pinning
 from tools.bridge import MCPBridge
 from tools.config import load_servers
 from tools.registry import ToolRegistry
@@ -107,8 +108,8 @@ class Services:
         async with self._bridge_locks.setdefault(run_id, asyncio.Lock()):
             bridge = self._bridges.get(run_id)
             if bridge is None:
-                # Off the event loop: the bridge reads the cwd, which `langgraph dev` forbids on the loop.
-                bridge = await asyncio.to_thread(MCPBridge, load_servers(servers_config(settings)))
+                # Off the event loop: the bridge reads the cwd, and the config may be a file, which `langgraph dev` forbids on the loop.
+                bridge = await asyncio.to_thread(lambda: MCPBridge(load_servers(servers_config(settings))))
                 await bridge.start()
                 self._bridges[run_id] = bridge
             return bridge
@@ -117,7 +118,11 @@ class Services:
         """Side-effecting calls of one run go one at a time (approved calls may arrive together)."""
         return self._write_locks.setdefault(run_id, asyncio.Lock())
 
-    async def registry(self, run_id: str, settings: dict[str, Any]) -> ToolRegistry:
+    async def registry(self, run_id: str, settings: dict[str, Any], pinned: dict[str, Any] | None = None) -> ToolRegistry:
+        """The run's tools: the definitions pinned at intake (the state's `tools`; no server is started
+        for them), or, without pins (intake itself, runs from before pinning), as the servers list them."""
+        if pinned:
+            return pinning.registry_of(pinned)
         return ToolRegistry((await self.bridge(run_id, settings)).specs())
 
     async def close_run(self, run_id: str) -> None:
@@ -158,7 +163,8 @@ class Services:
             self._pool = None
 
 
-def servers_config(settings: dict[str, Any]) -> dict[str, Any]:
+def servers_config(settings: dict[str, Any]) -> dict[str, Any] | str:
+    """The run's `mcpServers` config: inline, the path of a servers file, or the default workspace server."""
     if settings.get("servers"):
         return settings["servers"]
     root = settings.get("workspace_root")

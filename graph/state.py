@@ -54,6 +54,9 @@ class LoopState(TypedDict, total=False):
     """The budget in force: profile defaults plus the task's overrides (graph.budget.Budget as JSON)."""
     boundary: dict[str, Any]
     """The autonomy boundary: profile, policy version hash, servers and tools the run may use."""
+    tools: dict[str, Any]
+    """The tool definitions pinned at intake, written once: {"version": registry hash, "specs": [...]}.
+    Every step's registry comes from here, not from the live servers (tools/pinning.py)."""
     plan: dict[str, Any]
     """Steps (id, description, depends_on, tools, done_when, status), the plan hash, validation errors."""
     clarifications: list[str]

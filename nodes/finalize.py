@@ -24,7 +24,7 @@ async def finalize(state: dict[str, Any], services: Services) -> dict[str, Any]:
     artifact = {"kind": "result", **state["result"]} if code == Terminal.SUCCESS else failure_report(state, outcome)
     run_id = current_run_id()
     if code in ROLLS_BACK:
-        compensations = await roll_back(run_id, state["settings"], services)
+        compensations = await roll_back(run_id, state["settings"], services, state.get("tools"))
         artifact["compensations"] = compensations
         artifact["manual_action_required"] = [item for item in compensations if item["status"] in ("manual_action_required", "failed")]
         if compensations:
