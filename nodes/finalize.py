@@ -26,16 +26,14 @@ from nodes.verify import final_answer
 async def finalize(state: dict[str, Any], services: Services) -> dict[str, Any]:
     outcome = state.get("ending") or tripped(state) or budget_ending(state)
     code = Terminal(outcome["code"])
-    if code in (Terminal.SUCCESS, Terminal.PARTIAL_SUCCESS):
-        artifact = {"kind": "result", **state["result"]}
-    else:
-        artifact = halt_record(state, outcome)
+    committed = code in (Terminal.SUCCESS, Terminal.PARTIAL_SUCCESS)
+    artifact = {"kind": "result", **state["result"]} if committed else failure_report(state, outcome)
     run_id = current_run_id()
     if code in (Terminal.UNSAFE_DETECTION, Terminal.PERMISSION_DENIED):
         artifact["evidence"] = safety.evidence(state)
         await store.append_trace(await services.pool(), run_id, "safety", node="finalize", data={"code": code.value, **artifact["evidence"]})
     if code in ROLLS_BACK:
-        compensations = await roll_back(run_id, state["settings"], services)
+        compensations = await roll_back(run_id, state["settings"], services, state.get("tools"))
         artifact["compensations"] = compensations
         artifact["manual_action_required"] = [item for item in compensations if item["status"] in ("manual_action_required", "failed")]
         if compensations:
@@ -48,8 +46,8 @@ async def finalize(state: dict[str, Any], services: Services) -> dict[str, Any]:
     }
 
 
-def halt_record(state: dict[str, Any], outcome: dict[str, Any]) -> dict[str, Any]:
-    """The artifact of a run that did not commit: why, the diagnosis, the partial output, the side effects."""
+def failure_report(state: dict[str, Any], outcome: dict[str, Any]) -> dict[str, Any]:
+    """The artifact of a run that did not succeed: a failure report, or a halt record for USER_CANCEL."""
     code = Terminal(outcome["code"])
     return {
         "kind": "halt" if code == Terminal.USER_CANCEL else "failure",
@@ -60,14 +58,6 @@ def halt_record(state: dict[str, Any], outcome: dict[str, Any]) -> dict[str, Any
         "partial_output": (state.get("result") or {}).get("output") or final_answer(state),
         "side_effects": [obs["call_id"] for obs in state.get("observations", []) if obs.get("side_effect") and obs.get("status") == "ok"],
     }
-
-
-def halted(state: dict[str, Any], run_id: str) -> dict[str, Any]:
-    """The state update that records a cancel at a safe point: USER_CANCEL and its halt record,
-    without an ending, so the guards still route a resumed run where it was going."""
-    cancel = ending(Terminal.USER_CANCEL, "cancelled by the user at a safe point (Ctrl-C or SIGTERM)",
-                    f"Continue with `boundloop resume {run_id}`; nothing in flight was lost.")
-    return {"result": halt_record(state, cancel), "status": {**(state.get("status") or {}), "terminal": Terminal.USER_CANCEL.value}}
 
 
 def budget_ending(state: dict[str, Any]) -> dict[str, Any]:

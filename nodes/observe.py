@@ -33,7 +33,7 @@ async def observe(state: dict[str, Any], services: Services) -> dict[str, Any]:
     observations = state.get("observations", [])
     fresh = [obs for obs in observations if obs.get("stage") in {"observed", "attempted"} and not obs.get("grounded")]
     breaker_state = state.get("breakers") or {}
-    registry = await services.registry(current_run_id(), state["settings"])
+    registry = await services.registry(current_run_id(), state["settings"], state.get("tools"))
     calls = {call["call_id"]: call for call in [*(c for wave in state.get("dispatch", []) for c in wave), *state.get("approvals", [])]}
     results = await _ledger_results(fresh, services)
     texts = _tool_texts(state.get("messages", []), {obs["tool_call_id"] for obs in fresh})

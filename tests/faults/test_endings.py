@@ -177,7 +177,7 @@ async def test_a_cancel_is_written_into_the_checkpointed_state_with_its_halt_rec
     saved = (await runner.report(halted.thread_id)).values
     assert saved["status"]["terminal"] == Terminal.USER_CANCEL
     assert saved["result"]["kind"] == "halt" and saved["result"]["code"] == Terminal.USER_CANCEL
-    assert saved["result"]["next_safe_action"] == f"Continue with `boundloop resume {halted.thread_id}`; nothing in flight was lost."
+    assert f"`boundloop resume {halted.thread_id}`" in saved["result"]["next_safe_action"]
     assert "ending" not in saved or not saved["ending"]
     async with Runner(db_url) as another_process:
         resumed = await another_process.resume(halted.thread_id)
