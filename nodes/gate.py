@@ -26,7 +26,7 @@ async def gate(state: dict[str, Any], services: Services) -> dict[str, Any]:
         for position, call in enumerate(reply.tool_calls)
     ]
     budget = Budget.model_validate(state["budget"])
-    admissions = gateway.admit_all(
+    admissions = await gateway.admit_all(
         proposed,
         registry=await services.registry(current_run_id(), state["settings"]),
         rules=gateway.run_policy(state["settings"], state["task"]["profile"]),

@@ -24,7 +24,7 @@ async def retrieve(state: dict[str, Any], services: Services) -> dict[str, Any]:
         gateway.ProposedCall(call_id=f"r.{step['id']}", tool_call_id=f"retrieve:{step['id']}", name=step["evidence"]["tool"], args=step["evidence"]["args"])
         for step in steps
     ]
-    admissions = gateway.admit_all(
+    admissions = await gateway.admit_all(
         proposed,
         registry=await services.registry(current_run_id(), state["settings"]),
         rules=gateway.run_policy(state["settings"], state["task"]["profile"]),

@@ -67,7 +67,7 @@ async def run_checks(state: dict[str, Any], services: Services) -> tuple[list[di
     checks = sorted(state["task"]["checks"], key=lambda check: check["kind"] != "test")
     proposed = [gateway.ProposedCall(f"v{state['usage'].get('calls_by_role', {}).get('actor', 0)}.{n}", f"check:{n}", check["tool"], check["args"])
                 for n, check in enumerate(checks)]
-    admissions = gateway.admit_all(
+    admissions = await gateway.admit_all(
         proposed, registry=await services.registry(current_run_id(), state["settings"]),
         rules=gateway.run_policy(state["settings"], state["task"]["profile"]), budget=Budget.model_validate(state["budget"]),
         usage=state["usage"], breaker_state=state.get("breakers") or {}, now=time.time(),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -10,6 +11,7 @@ import pytest
 from tools.errors import PolicyError
 from tools.policy import PROFILE_RULES, Decision, Policy, Rule, decide, load_policy
 from tools.registry import ToolHints, ToolSpec
+from tools.resources import resolve
 
 READ_ONLY = ToolHints(read_only=True, destructive=False, idempotent=True, open_world=False)
 OPEN_READ = ToolHints(read_only=True, destructive=False, idempotent=True, open_world=True)
@@ -125,7 +127,7 @@ def test_numbers_and_booleans_match_their_json_text() -> None:
     assert decide(policy, tool(), {"force": False}).action == "allow"
 
 
-def test_coding_assistant_preset_follows_seed_001() -> None:
+def test_coding_assistant_preset_follows_seed_001(tmp_path: Path) -> None:
     """Workspace writes and sandbox runs go without approval; deletes ask; secrets are denied."""
     policy = Policy(profile="coding_assistant")
     cases = {
@@ -139,7 +141,9 @@ def test_coding_assistant_preset_follows_seed_001() -> None:
         ("workspace", "read_file", READ_ONLY, "src/a.py"): ("allow", "default:read_only"),
     }
     for (server, name, hints, path), expected in cases.items():
-        decision = decide(policy, tool(name, hints, server=server), {"path": path})
+        spec = replace(tool(name, hints, server=server), root=str(tmp_path))
+        reached = resolve(spec, {"path": path}, policy.path_patterns(spec))
+        decision = decide(policy, spec, {"path": path}, reached)
         assert (decision.action, decision.rule_id) == expected, (server, name, path)
 
 
