@@ -1,8 +1,9 @@
 """gate: decide each tool call the actor proposed, before anything runs.
 
 Refused calls get their one result message here (unknown_tool, invalid_arguments, denied,
-budget_exceeded, circuit_open, repeated_call); admitted calls are planned into dispatch waves;
-calls that need a human go to approve. Never dispatches a call itself.
+budget_exceeded, circuit_open, repeated_call); calls that need a human go to approve. Admitted and
+asked calls alike are planned into dispatch waves in the order the model proposed them, so an
+approved write never runs before an earlier admitted one. Never dispatches a call itself.
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ async def gate(state: dict[str, Any], services: Services) -> dict[str, Any]:
         breaker_state=state.get("breakers") or {},
         now=time.time(),
     )
-    messages, observations, admitted, asks = [], [], [], []
+    messages, observations, planned, asks = [], [], [], []
     usage: dict[str, Any] = {}
     stopping = None
     steps = (state.get("plan") or {}).get("steps", [])
@@ -45,9 +46,10 @@ async def gate(state: dict[str, Any], services: Services) -> dict[str, Any]:
         call = {**admission.call, "step_id": _step_for(steps, admission.call["name"])}
         observations.append({**_observation(call), "stage": "intended", "status": "pending"})
         if admission.verdict == "admit":
-            admitted.append(call)
+            planned.append(call)
             usage = add_usage(usage, admission.reservation)
         elif admission.verdict == "ask":
+            planned.append({**call, "ask": True})
             asks.append({**call, "reason": admission.message, "reservation": admission.reservation, "expires_at": expires_at})
         else:
             messages.append(ToolMessage(admission.message, tool_call_id=call["tool_call_id"], name=call["name"], status="error"))
@@ -59,7 +61,7 @@ async def gate(state: dict[str, Any], services: Services) -> dict[str, Any]:
         "messages": messages,
         "observations": observations,
         "usage": usage,
-        "dispatch": gateway.waves(admitted, budget.parallel_calls),
+        "dispatch": gateway.waves(planned, budget.parallel_calls),
         "approvals": asks,
         "status": {"phase": "gate"},
     }

@@ -30,7 +30,7 @@ async def observe(state: dict[str, Any], services: Services) -> dict[str, Any]:
         spec, call = registry.get(obs["tool"]), calls.get(obs["call_id"])
         if spec is not None and call is not None:
             breaker_state = breakers.record(breaker_state, spec, call["args"], obs["status"], obs["ended_at"])
-    done_ids = {obs["call_id"] for obs in observations if obs.get("stage") != "intended"}
+    done_ids = {obs["call_id"] for obs in observations if obs.get("status") != "pending"}  # ran, or refused at approval
     waiting = [wave for wave in state.get("dispatch", []) if not all(call["call_id"] in done_ids for call in wave)]
     update: dict[str, Any] = {
         "observations": grounded,
