@@ -223,7 +223,9 @@ def _messages(report) -> list[str]:
 
 
 GRAPH_CLASSES = {
-    "normalised-path": [[{"name": "workspace__read_file", "args": {"path": "./sub/../secrets/key.txt"}}]],
+    # class: the actor's turns of calls; the profile's own secrets/ rule is the only rule, except for records
+    "normalised-path": [[{"name": "workspace__search", "args": {"query": "SECRET", "path": "sub/../secrets"}},
+                         {"name": "workspace__read_file", "args": {"path": "./sub/../secrets/key.txt"}}]],
     "symlink": [[{"name": "workspace__read_file", "args": {"path": "link/key.txt"}}]],
     "rename-then-read": [[{"name": "workspace__move_file", "args": {"source": "secrets", "destination": "open"}}],
                          [{"name": "workspace__read_file", "args": {"path": "open/key.txt"}}]],
@@ -235,18 +237,18 @@ GRAPH_CLASSES = {
 
 @pytest.mark.parametrize("turns", GRAPH_CLASSES.values(), ids=GRAPH_CLASSES.keys())
 async def test_a_full_run_never_sees_the_secret(run_script, workspace, db_url, turns) -> None:
+    """The shipped coding_assistant profile, attended: a denied call never waits for a human either."""
     async with await psycopg.AsyncConnection.connect(db_url, autocommit=True) as conn:  # a payroll record not to read
         await ensure_schema(conn)
         await conn.execute("INSERT INTO records (collection, id, data) VALUES ('payroll', 'ana', %s)", (Jsonb({"salary": SECRET}),))
-    clean = workspace.parent / "unused"
+    used = {call["name"].split("__")[0] for calls in turns for call in calls}
     report = await run_script(
         {"planner": [PLAN_ONE_STEP], "actor": [*(step(calls=calls) for calls in turns), step("done")], "critic": [CRITIC_PASS]},
-        servers=servers(workspace, clean, db_url, only={"workspace", *(call["name"].split("__")[0] for calls in turns for call in calls)}),
-        policy=USER_RULES, unattended=True,
+        servers=servers(workspace, workspace.parent / "unused", db_url, only={"workspace", *used}),
+        policy=USER_RULES if "records" in used else None,
     )
-    assert report.status == Terminal.SUCCESS
+    assert report.status == Terminal.SUCCESS and not report.interrupts
     texts = _messages(report)
-    assert len(texts) == sum(len(calls) for calls in turns)
     assert not any(SECRET in text for text in texts), texts
-    assert texts[0].startswith("denied: ")
+    assert len(texts) == sum(len(calls) for calls in turns) and texts[0].startswith("denied: ")
     assert (workspace / "secrets" / "key.txt").read_text() == f"token={SECRET}\n"

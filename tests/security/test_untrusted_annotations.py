@@ -48,7 +48,8 @@ async def test_an_approved_read_only_claim_of_an_untrusted_tool_is_a_side_effect
 async def test_a_third_untrusted_read_is_refused_by_the_side_effect_budget(run_script, workspace) -> None:
     """coding_assistant allows 2 side effects; an untrusted tool's read-only claim does not exempt it."""
     report = await run_script(
-        {"planner": [PLAN_ONE_STEP], "actor": [step(calls=[READ, READ_SOME, {**READ_SOME, "args": {"path": "notes.md", "offset": 1}}])]},
+        {"planner": [PLAN_ONE_STEP], "actor": [step(calls=[READ, READ_SOME, {**READ_SOME, "args": {"path": "notes.md", "offset": 1}}]),
+                                                step("done")], "critic": [CRITIC_PASS]},
         servers={"mcpServers": {"workspace": workspace_server(workspace, trusted=False)}},
         policy={"rules": [{"id": "let-reads-run", "action": "allow", "server": "workspace", "tool": "read_file"}]},
         unattended=True,
@@ -64,8 +65,8 @@ async def test_recovery_never_resends_an_unanswered_call_on_an_untrusted_idempot
         root = tmp_path / f"trusted-{trusted}"
         servers = load_servers({"mcpServers": {"workspace": workspace_server(root, trusted=trusted)}})
         async with MCPBridge(servers, log_dir=tmp_path) as bridge:
-            spec = ToolRegistry(bridge.specs()).get("workspace__write_file")
-            assert spec is not None and spec.claimed_hints.idempotent
+            spec = ToolRegistry(bridge.specs()).get("workspace__write_file")  # claims idempotentHint, takes our key
+            assert spec is not None
             call = {"call_id": "a0.0", "name": spec.qualified_name, "args": {"path": "out.txt", "content": "once"}, "args_hash": "h"}
             key = ledger.idempotency_key(f"run-{trusted}", None, "a0.0", "h")
             await store.claim_intent(pool, idempotency_key=key, thread_id=f"run-{trusted}", call_id="a0.0", step_id=None,
