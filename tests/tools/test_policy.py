@@ -11,7 +11,7 @@ import pytest
 from tools.errors import PolicyError
 from tools.policy import PROFILE_RULES, Decision, Policy, Rule, decide, load_policy
 from tools.registry import ToolHints, ToolSpec
-from tools.resources import resolve
+from tools.resources import MARK, resolve
 
 READ_ONLY = ToolHints(read_only=True, destructive=False, idempotent=True, open_world=False)
 OPEN_READ = ToolHints(read_only=True, destructive=False, idempotent=True, open_world=True)
@@ -223,3 +223,63 @@ def test_load_policy_bad_json_has_line_and_column(tmp_path: Path) -> None:
     with pytest.raises(PolicyError) as info:
         load_policy(path)
     assert str(info.value).startswith(f"{path} line 1 column 12: ")
+
+
+def _files(tmp_path: Path) -> Path:
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "a.py").write_text("")
+    (tmp_path / "secrets").mkdir()
+    (tmp_path / "docs").symlink_to(tmp_path / "secrets")
+    return tmp_path
+
+
+def _decide(policy: Policy, spec: ToolSpec, arguments: dict[str, Any]) -> Decision:
+    return decide(policy, spec, arguments, resolve(spec, arguments, policy.path_patterns(spec)))
+
+
+MOVE_SCHEMA = {"type": "object", "properties": {"source": {"type": "string"}, "destination": {"type": "string"}}}
+
+
+@pytest.mark.parametrize(("arguments", "action"), [
+    ({"source": "src/a.py", "destination": "src/b.py"}, "allow"),
+    ({"source": "src/a.py", "destination": "elsewhere/b.py"}, "ask"),   # one end outside: the allow does not hold
+    ({"source": "src/a.py", "destination": "docs/b.py"}, "ask"),        # through a symlink, outside src/
+    ({"source": "src", "destination": "src2"}, "ask"),                   # src2 is not under src/
+])
+def test_an_allow_rule_holds_only_when_every_path_is_inside_it(tmp_path: Path, arguments: dict[str, Any], action: str) -> None:
+    root = _files(tmp_path)
+    spec = replace(tool("move_file", DESTRUCTIVE), input_schema=MOVE_SCHEMA, root=str(root))
+    policy = Policy(rules=(allow(paths=("src/**",)),))
+    assert _decide(policy, spec, arguments).action == action
+
+
+def test_path_rules_fail_closed_where_the_root_is_unknown(tmp_path: Path) -> None:
+    """No root: a deny on a path glob denies every path, and an allow on one allows none."""
+    spec = tool("write_file", DESTRUCTIVE)  # no root
+    assert _decide(Policy(rules=(deny(paths=("secrets/**",)),)), spec, {"path": "src/a.py"}).action == "deny"
+    assert _decide(Policy(rules=(allow(paths=("**",)),)), spec, {"path": "src/a.py"}).action == "ask"
+    reason = _decide(Policy(rules=(deny(paths=("secrets/**",), reason="no"),)), spec, {"path": "a"}).reason
+    assert reason == "no (path 'a' cannot be resolved on this host, so path rules fail closed)"
+
+
+def test_a_deny_on_a_tree_reaches_its_existing_parents_only(tmp_path: Path) -> None:
+    root = _files(tmp_path)
+    spec = replace(tool("list_files"), root=str(root))
+    policy = Policy(rules=(deny(paths=("secrets/**",)), deny(id="gone", paths=("nothere/**",))))
+    assert _decide(policy, spec, {"path": "."}).rule_id == "rule:deny-it"    # holds secrets/
+    assert _decide(policy, spec, {"path": "src"}).action == "allow"            # beside it
+    assert _decide(Policy(rules=(deny(paths=("nothere/**",)),)), spec, {"path": "."}).action == "allow"  # nothing to reach
+
+
+@pytest.mark.parametrize(("argv", "under_deny", "under_allow"), [
+    (["ls"], "deny", "allow"),
+    (["/bin/ls", "-l"], "deny", "allow"),
+    (["./ls"], "deny", "ask"),                  # relative: cannot be known here, fails closed both ways
+    (["no-such-program-here"], "deny", "ask"),
+    (["echo"], "ask", "ask"),                   # neither rule: the default for a write
+])
+def test_command_globs_see_the_resolved_program(tmp_path: Path, argv: list[str], under_deny: str, under_allow: str) -> None:
+    schema = {"type": "object", "properties": {"argv": {"type": "array", MARK: "command"}}}
+    spec = replace(tool("run_command", CLOSED_WRITE, server="sandbox"), input_schema=schema, root=str(tmp_path))
+    assert _decide(Policy(rules=(deny(commands=("ls",)),)), spec, {"argv": argv}).action == under_deny
+    assert _decide(Policy(rules=(allow(commands=("ls",)),)), spec, {"argv": argv}).action == under_allow
