@@ -6,10 +6,8 @@ decision on the resolved resource is what stops each call."""
 from __future__ import annotations
 
 import sys
-import uuid
 from pathlib import Path
 from typing import Any, AsyncIterator, Iterator
-from urllib.parse import urlsplit, urlunsplit
 
 import psycopg
 import pytest
@@ -19,6 +17,7 @@ from psycopg.types.json import Jsonb
 from graph.budget import Budget, empty_usage
 from mcp_servers.records.schema import ensure_schema
 from graph.status import Terminal
+from tests.conftest import fresh_database
 from tests.graph.conftest import CRITIC_PASS, PLAN_ONE_STEP, run_script, runner, step  # noqa: F401 (fixtures)
 from tests.mcp_servers.launch import http
 from tools import gateway
@@ -74,14 +73,8 @@ def servers(root: Path, clean: Path, db_url: str, only: set[str] | None = None) 
 
 @pytest.fixture(scope="module")
 def module_db_url(pg_admin_url: str) -> Iterator[str]:
-    name = f"t_{uuid.uuid4().hex}"
-    with psycopg.connect(pg_admin_url, autocommit=True) as admin:
-        admin.execute(f"CREATE DATABASE {name}")
-    try:
-        yield urlunsplit(urlsplit(pg_admin_url)._replace(path=f"/{name}"))
-    finally:
-        with psycopg.connect(pg_admin_url, autocommit=True) as admin:
-            admin.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+    with fresh_database(pg_admin_url) as url:
+        yield url
 
 
 @pytest.fixture(scope="module")

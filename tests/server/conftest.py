@@ -18,16 +18,14 @@ import socket
 import subprocess
 import threading
 import time
-import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from urllib.parse import urlsplit, urlunsplit
 
 import httpx
-import psycopg
 import pytest
 
+from tests.conftest import fresh_database
 from tests.tools._procs import descendants, is_alive, wait_gone
 
 REPO = Path(__file__).resolve().parents[2]
@@ -62,14 +60,8 @@ class DevServer:
 @pytest.fixture(scope="module")
 def server_db_url(pg_admin_url: str) -> Iterator[str]:
     """A fresh database for this module's server (the per-test `db_url` cannot outlive a test)."""
-    name = f"t_server_{uuid.uuid4().hex}"
-    with psycopg.connect(pg_admin_url, autocommit=True) as admin:
-        admin.execute(f"CREATE DATABASE {name}")
-    try:
-        yield urlunsplit(urlsplit(pg_admin_url)._replace(path=f"/{name}"))
-    finally:
-        with psycopg.connect(pg_admin_url, autocommit=True) as admin:
-            admin.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+    with fresh_database(pg_admin_url, "t_server") as url:
+        yield url
 
 
 @pytest.fixture(scope="module")
