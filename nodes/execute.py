@@ -28,7 +28,7 @@ NO_RESPONSE = frozenset({"timeout", "server_unavailable", "cancelled", "unknown_
 
 
 async def execute(payload: dict[str, Any], services: Services) -> dict[str, Any]:
-    """`payload` is the Send argument: {"call", "settings", "retries_left"}."""
+    """`payload` is the Send argument: {"call", "settings", "profile", "retries_left"}."""
     return await run_call(payload["call"], payload, services, phase="act")
 
 
@@ -39,12 +39,10 @@ async def run_call(call: dict[str, Any], payload: dict[str, Any], services: Serv
     bridge = await services.bridge(run_id, settings)
     spec = gateway.relied_spec(await services.registry(run_id, settings), call)
     started = time.time()
-    if "profile" in payload:
-        rules = gateway.run_policy(settings, payload["profile"])
-        verdict = await asyncio.to_thread(gateway.permission, rules, spec, call["args"])
-        if verdict.action == "deny":
-            text = DENIED_AT_DISPATCH.format(name=call["name"], rule=verdict.rule_id, reason=verdict.reason)
-            return await record_outcome(call, CallOutcome("denied", text=text, detail=text), settings, services, started=started, phase=phase)
+    verdict = await asyncio.to_thread(gateway.permission, gateway.run_policy(settings, payload["profile"]), spec, call["args"])
+    if verdict.action == "deny":
+        text = DENIED_AT_DISPATCH.format(name=call["name"], rule=verdict.rule_id, reason=verdict.reason)
+        return await record_outcome(call, CallOutcome("denied", text=text, detail=text), settings, services, started=started, phase=phase)
 
     async def send(arguments: dict[str, Any]) -> CallOutcome:
         return await dispatch.call_with_retry(

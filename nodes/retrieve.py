@@ -42,7 +42,8 @@ async def retrieve(state: dict[str, Any], services: Services) -> dict[str, Any]:
             return {"observations": [{**admission.call, "tool": admission.call["name"], "phase": "retrieve", "stage": "intended",
                                       "status": "denied" if admission.verdict == "ask" else admission.verdict, "detail": detail}]}
         async with limit:
-            update = await run_call(admission.call, {"settings": state["settings"], "retries_left": retries_left}, services, phase="retrieve")
+            payload = {"settings": state["settings"], "profile": state["task"]["profile"], "retries_left": retries_left}
+            update = await run_call(admission.call, payload, services, phase="retrieve")
         return {**update, "usage": add_usage(update["usage"], admission.reservation)}
 
     updates = await asyncio.gather(*(run(admission) for admission in admissions))

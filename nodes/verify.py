@@ -78,7 +78,8 @@ async def run_checks(state: dict[str, Any], services: Services) -> tuple[list[di
         if admission.verdict != "admit":
             failures.append({"criterion": check["name"], "reason": f"the check could not run: {admission.message}"})
             continue
-        ran = await run_call(admission.call, {"settings": state["settings"], "retries_left": 0}, services, phase="verify")
+        payload = {"settings": state["settings"], "profile": state["task"]["profile"], "retries_left": 0}
+        ran = await run_call(admission.call, payload, services, phase="verify")
         update["observations"] += ran["observations"]
         update["usage"] = add_usage(add_usage(update["usage"], ran["usage"]), admission.reservation)
         if reason := check_failure(check, ran["observations"][0]["status"], str(ran["messages"][0].content)):
