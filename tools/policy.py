@@ -46,7 +46,7 @@ from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import Annotated, Any, Literal, Mapping
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from tools import resources as found
 from tools.config import read_json_object
@@ -55,7 +55,15 @@ from tools.registry import ToolSpec
 from tools.resources import Resources
 
 Action = Literal["allow", "ask", "deny"]
-Glob = Annotated[str, Field(min_length=1, pattern=r"^[^\x00]*$")]
+
+
+def _no_nul(glob: str) -> str:
+    if "\0" in glob:
+        raise ValueError("a glob cannot hold a NUL byte; remove it")
+    return glob
+
+
+Glob = Annotated[str, Field(min_length=1), AfterValidator(_no_nul)]
 _STRENGTH: dict[str, int] = {"allow": 0, "ask": 1, "deny": 2}
 
 # Reasons the model (deny) or the approver (ask) reads.
@@ -70,7 +78,7 @@ REASON_UNATTENDED = "{tool} needs a human decision ({rule_id}: {reason}) but the
 
 
 class Rule(BaseModel):
-    """One user or profile rule: when server, tool and arguments match, it votes `action`."""
+    """One user or profile rule: when server, tool, arguments and what the call reaches match, it votes `action`."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
 

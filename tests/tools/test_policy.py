@@ -210,6 +210,8 @@ def test_load_policy_reads_a_json_file(tmp_path: Path) -> None:
      "support_agent, procurement_agent, sre_agent or leave it out (got 'pirate')."),
     ({"rules": [{"id": "x", "action": "deny", "arguments": {"n": 3}}]},
      "policy file: rules[0].arguments.n: Input should be a valid string (got 3)."),
+    ({"rules": [{"id": "x", "action": "deny", "paths": ["secrets/\x00"]}]},
+     "policy file: rules[0].paths[0]: a glob cannot hold a NUL byte; remove it (got 'secrets/\\x00')."),
 ])
 def test_load_policy_errors_name_the_place_value_and_fix(document: dict[str, Any], message: str) -> None:
     with pytest.raises(PolicyError) as info:
