@@ -15,7 +15,9 @@ from langchain_core.messages import AIMessage
 from langgraph.types import Send
 
 from graph.budget import Budget, check_before_model_call, check_before_step
+from graph.deadline import budget_left_s
 from graph.status import Terminal
+from tools import pinning
 
 Stop = Literal["escalate", "finalize"]
 ASK_A_HUMAN = frozenset({Terminal.MISSING_INFO, Terminal.AMBIGUOUS_INTENT, Terminal.REVIEW_REQUIRED, Terminal.BUDGET_EXHAUSTED, Terminal.TIMEOUT})
@@ -86,7 +88,7 @@ def route_after_act(state: dict[str, Any]) -> Literal["gate", "verify", "escalat
     if must_stop(state):
         return stop(state)
     last = state["messages"][-1]
-    if isinstance(last, AIMessage) and last.tool_calls:
+    if isinstance(last, AIMessage) and (last.tool_calls or last.invalid_tool_calls):
         return "gate"
     needs_judge = bool(state["task"].get("acceptance_criteria"))
     return "verify" if not needs_judge or may_call_model(state) else stop(state)
@@ -161,7 +163,9 @@ def _payload(state: dict[str, Any], call: dict[str, Any]) -> dict[str, Any]:
     return {
         "call": call,
         "settings": state["settings"],
+        "tools": pinning.only(state["tools"], call["name"]) if state.get("tools") else None,
         "profile": state["task"]["profile"],
         "retries_left": retries_left,
         "usage": state["usage"],
+        "wall_clock_left_s": budget_left_s(state["budget"], state["usage"]),
     }

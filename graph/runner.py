@@ -16,14 +16,14 @@ from typing import Any, Callable
 
 from langgraph.types import Command
 
-from checkpoints import approvals, store
+from checkpoints import approvals, queue, store
 from checkpoints.errors import ApprovalRefused
-from checkpoints.lease import run_lease
 from checkpoints.pool import database_url, open_pool
 from checkpoints.saver import postgres_saver
-from graph.builder import build_graph
+from graph.builder import RECURSION_LIMIT, build_graph
 from graph.errors import RunExists, RunNotFound, RunStopped
-from graph.services import Services
+from graph.halt import halt
+from graph.services import MAX_ACTIVE_RUNS, Services
 from graph.status import Terminal
 from graph.task import RunSettings, Task
 
@@ -53,18 +53,19 @@ class RunReport:
 class Runner:
     """`async with Runner() as runner:` — one pool, one saver, one compiled graph per process."""
 
-    def __init__(self, url: str | None = None, *, install_postgres: bool = False) -> None:
+    def __init__(self, url: str | None = None, *, install_postgres: bool = False, max_active_runs: int = MAX_ACTIVE_RUNS) -> None:
         self._url = url
         self._install = install_postgres
+        self._max_active_runs = max_active_runs
         self._stack = AsyncExitStack()
         self._cancel = asyncio.Event()
 
     async def __aenter__(self) -> "Runner":
-        url = self._url or database_url(install=self._install)
+        url = self._url or await asyncio.to_thread(database_url, install=self._install)
         self.pool = await open_pool(url)
         self._stack.push_async_callback(self.pool.close)
         saver = await self._stack.enter_async_context(postgres_saver(self.pool))
-        self.services = Services(pool=self.pool)
+        self.services = Services(pool=self.pool, max_active_runs=self._max_active_runs)
         self._stack.push_async_callback(self.services.aclose)
         self.graph = build_graph(checkpointer=saver, services=self.services)
         return self
@@ -89,14 +90,16 @@ class Runner:
         self._cancel.set()
 
     async def resume(self, thread_id: str, *, decisions: dict[str, Any] | None = None, observe: Observer | None = None) -> RunReport:
-        """Continue a run from its last checkpoint: after a crash (no decisions) or with human decisions."""
+        """Continue a run from its last checkpoint: after a crash (no decisions), with human decisions,
+        or after a dependency was unavailable (UNAVAILABLE_DEP: the phase that stopped runs again)."""
         snapshot = await self.graph.aget_state(_config(thread_id))
         if not snapshot.values:
             raise RunNotFound(f"no run {thread_id!r} in this database; list runs with `boundloop runs`")
         # A kill can land after a task saved its writes but before the step's checkpoint: then
         # `next` is empty while `tasks` still holds the task, and resuming applies its writes.
         if not snapshot.next and not snapshot.tasks:
-            return await self.report(thread_id)
+            reopen = _reopening(snapshot.values)
+            return await (self._drive(thread_id, reopen, observe) if reopen else self.report(thread_id))
         decisions = decisions or _expired_rejections(snapshot.interrupts)
         command = Command(resume=decisions) if decisions else None
         return await self._drive(thread_id, command, observe)
@@ -133,14 +136,17 @@ class Runner:
         return RunReport(thread_id, str(status), dict(snapshot.values), interrupts)
 
     async def runs(self, limit: int = 50) -> list[dict[str, Any]]:
-        return [asdict(run) for run in await store.list_runs(self.pool, limit=limit)]
+        """The newest runs, each with the worker driving it when the worker pool does (`worker`)."""
+        rows = [asdict(run) for run in await store.list_runs(self.pool, limit=limit)]
+        held = await queue.holders(self.pool, [row["thread_id"] for row in rows])
+        return [row | {"worker": held.get(row["thread_id"])} for row in rows]
 
     async def trace(self, thread_id: str) -> list[dict[str, Any]]:
         return [asdict(event) for event in await store.read_trace(self.pool, thread_id)]
 
     async def _drive(self, thread_id: str, graph_input: Any, observe: Observer | None, context: RunSettings | None = None) -> RunReport:
         state: dict[str, Any] = {}
-        async with run_lease(self.pool, thread_id):
+        async with self.services.driving(thread_id):
             try:
                 # durability="sync": each step's checkpoint is written before the next step starts,
                 # so a kill or a cancel loses at most the step in flight.
@@ -159,13 +165,17 @@ class Runner:
         return await self.report(thread_id)
 
     async def _halt(self, thread_id: str) -> RunReport:
-        """A cancelled run: USER_CANCEL in the registry, its checkpoint left resumable."""
-        report = await self.report(thread_id)
-        task = report.values.get("task") or {}
-        await store.upsert_run(self.pool, thread_id=thread_id, goal=str(task.get("goal", "")), profile=str(task.get("profile", "")),
-                               status=Terminal.USER_CANCEL, task_hash=(report.values.get("boundary") or {}).get("task_hash", ""))
-        report.status = Terminal.USER_CANCEL
-        return report
+        """A cancelled run: USER_CANCEL with its halt record, its checkpoint left resumable."""
+        await halt(self.graph, thread_id, self.services)
+        return await self.report(thread_id)
+
+
+def _reopening(values: dict[str, Any]) -> Command | None:
+    """A run that ended UNAVAILABLE_DEP continues at the phase its dependency stopped (`resume_to`)."""
+    stopped = values.get("ending") or {}
+    if stopped.get("code") != Terminal.UNAVAILABLE_DEP or not stopped.get("resume_to"):
+        return None
+    return Command(update={"ending": None, "result": None, "status": {"phase": "resume"}}, goto=stopped["resume_to"])
 
 
 def _as_answer(decision: dict[str, Any]) -> dict[str, Any]:
@@ -197,4 +207,4 @@ def _expired_rejections(interrupts: Any) -> dict[str, Any]:
 
 
 def _config(thread_id: str) -> dict[str, Any]:
-    return {"configurable": {"thread_id": thread_id}, "recursion_limit": 10_000}
+    return {"configurable": {"thread_id": thread_id}, "recursion_limit": RECURSION_LIMIT}

@@ -7,14 +7,14 @@ from typing import Any
 
 from langchain_core.messages import HumanMessage, SystemMessage
 
-from graph.models import call_model
+from graph.models import NoReply, call_model
 from graph.prompts import ACTOR, SCHEMA_RULE, evidence_brief, task_brief
 from graph.services import Services, current_run_id
 
 
 async def act(state: dict[str, Any], services: Services) -> dict[str, Any]:
     """One actor turn. The brief (task, plan progress, evidence) is rebuilt each turn, not stored."""
-    registry = await services.registry(current_run_id(), state["settings"])
+    registry = await services.registry(current_run_id(), state["settings"], state.get("tools"))
     task = state["task"]
     schema_rule = SCHEMA_RULE.format(schema=json.dumps(task["output_schema"])) if task.get("output_schema") else ""
     request = [
@@ -22,8 +22,11 @@ async def act(state: dict[str, Any], services: Services) -> dict[str, Any]:
         HumanMessage(_brief(state)),
         *state.get("messages", []),
     ]
-    reply, usage = await call_model(state, "actor", request, tools=[spec.for_model() for spec in registry.specs()])
-    return {"messages": [reply], "usage": usage, "status": {"phase": "act"}}
+    try:
+        reply, update = await call_model(state, services, "actor", request, tools=[spec.for_model() for spec in registry.specs()])
+    except NoReply as stopped:
+        return {**stopped.update, "status": {"phase": "act"}}
+    return {**update, "messages": [reply], "status": {"phase": "act"}}
 
 
 def _brief(state: dict[str, Any]) -> str:

@@ -58,7 +58,7 @@ class ApprovalDecision(BaseModel):
 
 
 async def approve(payload: dict[str, Any], services: Services) -> dict[str, Any]:
-    """`payload` is the Send argument: {"call", "settings", "profile", "retries_left", "usage"}."""
+    """`payload` is the Send argument: {"call", "settings", "tools", "profile", "retries_left", "usage"}."""
     call = payload["call"]
     run_id, pool = current_run_id(), await services.pool()
     request = _request(call, payload)
@@ -149,7 +149,7 @@ async def _check_edit(
 ) -> tuple[dict[str, Any], dict[str, Any] | None]:
     """An edit is re-validated and re-decided on what it reaches: it can never turn into a call that
     policy denies. Returns the update and the arguments to run (None: refused)."""
-    spec = gateway.relied_spec(await services.registry(current_run_id(), payload["settings"]), call)
+    spec = gateway.relied_spec(await services.registry(current_run_id(), payload["settings"], payload.get("tools")), call)
     if problems := arguments.validate(spec, new_args):
         return _refused(call, "invalid_arguments", EDIT_INVALID.format(name=call["name"], problems="; ".join(problems))), None
     rules = gateway.run_policy(payload["settings"], payload["profile"])
