@@ -247,21 +247,20 @@ async def test_a_full_run_never_sees_the_secret(run_script, workspace, db_url, t
     assert (workspace / "secrets" / "key.txt").read_text() == f"token={SECRET}\n"
 
 
-async def test_a_symlink_made_after_the_gate_cannot_carry_an_admitted_read_into_secrets(run_script, workspace) -> None:
-    """One turn: a sandbox run (rooted in scratch/, so it is allowed) plants scratch/peek → secrets/,
-    then a read of scratch/peek/key.txt, admitted at the gate when peek did not exist yet. The
-    policy is asked again right before dispatch, on what the path reaches then."""
-    scratch = workspace / "scratch"
-    scratch.mkdir()
-    plant = {"name": "sandbox__run_command", "args": {"argv": ["ln", "-s", str(workspace / "secrets"), "peek"]}}
+async def test_a_symlink_made_while_a_call_waits_for_approval_cannot_carry_it_into_secrets(run_script, runner, workspace) -> None:
+    """A read of scratch/peek/key.txt is asked about while peek does not exist; before the human
+    approves, something else makes scratch/peek a symlink to secrets/. The policy is asked again
+    right before dispatch, on what the path reaches then."""
+    (workspace / "scratch").mkdir()
     peek = {"name": "workspace__read_file", "args": {"path": "scratch/peek/key.txt"}}
-    config = servers(workspace, scratch, "", only={"workspace", "clean"})
-    config["mcpServers"]["sandbox"] = config["mcpServers"].pop("clean")  # the profile allows the server named sandbox
-    report = await run_script(
-        {"planner": [PLAN_ONE_STEP], "actor": [step(calls=[plant, peek]), step("done")], "critic": [CRITIC_PASS]}, servers=config,
-    )
-    assert report.status == Terminal.SUCCESS and (scratch / "peek").is_symlink()
-    planted, read = _messages(report)
-    assert '"exit_code": 0' in planted
+    ask = {"rules": [{"id": "ask-reads", "action": "ask", "server": "workspace", "tool": "read_file"}]}
+    waiting = await run_script({"planner": [PLAN_ONE_STEP], "actor": [step(calls=[peek]), step("done")], "critic": [CRITIC_PASS]},
+                               policy=ask)
+    [item] = waiting.interrupts
+    assert item["value"]["rule"] == "rule:ask-reads"
+    (workspace / "scratch" / "peek").symlink_to(workspace / "secrets")
+    done = await runner.resume(waiting.thread_id, decisions={item["id"]: {"decision": "approve"}})
+    assert done.status == Terminal.SUCCESS
+    [read] = _messages(done)
     assert read.startswith("denied: workspace__read_file now reaches a resource it may not (rule:coding_assistant.secrets: ")
     assert "'scratch/peek/key.txt' reaches secrets/key.txt" in read and SECRET not in read
