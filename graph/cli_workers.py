@@ -21,12 +21,13 @@ from graph.cli import DbFlag, JsonFlag, _guarded, _settings, _task, _with_runner
 from graph.errors import ConfigError
 from graph.models import model_for
 from graph.runner import Runner
+from graph.services import MAX_ACTIVE_RUNS
 from tools.config import load_servers
 from tools.policy import load_policy
 
-MAX_CONCURRENCY = 8
-"""Runs one worker process drives at once. Each holds a connection of the process's pool (size 10)
-for its lease, and one process is one event loop: past a few runs, start more processes."""
+MAX_CONCURRENCY = MAX_ACTIVE_RUNS
+"""Runs one worker process drives at once. Leases share one connection outside the pool, but one
+process is one event loop: past a few runs per core, start more processes."""
 
 
 @app.command()

@@ -103,13 +103,27 @@ def route_after_act(state: dict[str, Any]) -> Literal["gate", "verify", "repair"
 
 
 def route_tool_calls(state: dict[str, Any]) -> list[Send] | Literal["act", "escalate", "finalize"]:
-    """After gate, approve or observe: approvals first, then the next dispatch wave, then the actor."""
+    """After gate, approve or observe: every approval of the turn first, then the dispatch waves in
+    the model's order (an approved call in its place, with the arguments it was approved with; a
+    rejected or answered one left out), then the actor."""
     asks = [call for call in state.get("approvals", []) if "reservation" in call and not _decided(state, call)]
     if asks:
         return [Send("approve", _payload(state, call)) for call in asks]
-    if waves := state.get("dispatch"):
-        return [Send("execute", _payload(state, call)) for call in waves[0]]
+    decided = {entry["call_id"]: entry for entry in state.get("approvals", []) if "decision" in entry}
+    for wave in state.get("dispatch") or []:
+        if runnable := [ready for call in wave if (ready := _runnable(call, decided)) is not None]:
+            return [Send("execute", _payload(state, call)) for call in runnable]
     return "act" if may_call_model(state) else stop(state)
+
+
+def _runnable(call: dict[str, Any], decided: dict[str, dict[str, Any]]) -> dict[str, Any] | None:
+    """The call as it runs: as admitted, as approved (edits included), or None when it does not run."""
+    if not call.get("ask"):
+        return call
+    decision = decided.get(call["call_id"], {})
+    if not decision.get("run"):
+        return None
+    return {**call, "args": decision.get("args", call["args"]), "args_hash": decision.get("args_hash", call["args_hash"])}
 
 
 def route_after_verify(state: dict[str, Any]) -> Literal["critique", "escalate", "finalize"]:

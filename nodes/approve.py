@@ -1,15 +1,17 @@
-"""approve: ask a human about one gated call, then carry out the decision.
+"""approve: ask a human about one gated call and record the decision.
 
 One `interrupt()` per gated call (each call is its own task), with a typed response schema so
 clients and Studio render a form. Before the interrupt the node only records the request (our
-own bookkeeping, idempotent); no tool runs before it: on resume this node re-runs from its start
-and `interrupt()` returns the stored decision. The decision is bound to the exact call — run,
-call id, argument hash — and used once (checkpoints.approvals); a decision that does not fit is
-refused and the human is asked again. An expired request is decided as a rejection.
+own bookkeeping, idempotent); no tool runs here at all: an approved call runs later in its place
+in the dispatch waves, in the order the model proposed it (guards.route_tool_calls), so a later
+approved write never overtakes an earlier admitted one. The decision is bound to the exact call —
+run, call id, argument hash — and used once (checkpoints.approvals); a decision that does not fit
+is refused and the human is asked again. An expired request is decided as a rejection.
 """
 
 from __future__ import annotations
 
+import asyncio
 import time
 from typing import Any, Literal
 
@@ -21,8 +23,8 @@ from checkpoints import approvals, store
 from checkpoints.errors import ApprovalRefused
 from graph.budget import add_usage
 from graph.services import Services, current_run_id
-from nodes.execute import record_outcome, run_call
-from tools import arguments, breakers, gateway, policy
+from nodes.execute import record_outcome
+from tools import arguments, breakers, gateway
 from tools.outcome import CallOutcome
 
 REJECTED = "rejected: a human declined {name}: {message}"
@@ -65,10 +67,13 @@ async def approve(payload: dict[str, Any], services: Services) -> dict[str, Any]
     decision, recorded = await _decision(request, call, pool, run_id)
     await store.append_trace(pool, run_id, "approval", node="approve",
                              data={"call_id": call["call_id"], "decision": decision.decision, "approver": decision.approver})
+    record: dict[str, Any] = {"call_id": call["call_id"], "decision": decision.decision, "approver": decision.approver, "run": False}
     if decision.decision == "approve":
-        update = _reserved(call, await run_call(call, payload, services, phase="act"))
+        update, record["run"] = _reserved(call), True
     elif decision.decision == "edit":
-        update = await _run_edited(call, decision.args or {}, payload, services)
+        update, edited = await _check_edit(call, decision.args or {}, payload, services)
+        if edited is not None:
+            record.update(run=True, args=edited, args_hash=breakers.arguments_hash(edited))
     elif decision.decision == "respond":
         outcome = CallOutcome("ok", text=decision.result or "", detail="result given by a human; the tool was not run")
         update = await record_outcome(call, outcome, payload["settings"], services, started=time.time(), phase="act")
@@ -77,7 +82,6 @@ async def approve(payload: dict[str, Any], services: Services) -> dict[str, Any]
     if payload["settings"].get("count_wait_time") and recorded is not None:
         waited = (recorded.decided_at - recorded.created_at).total_seconds()
         update["usage"] = add_usage(update.get("usage"), {"wall_clock_s": waited})
-    record = {"call_id": call["call_id"], "decision": decision.decision, "approver": decision.approver}
     return {**update, "approvals": [record]}
 
 
@@ -140,21 +144,24 @@ def _request(call: dict[str, Any], payload: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-async def _run_edited(call: dict[str, Any], new_args: dict[str, Any], payload: dict[str, Any], services: Services) -> dict[str, Any]:
-    """An edit is re-validated and re-decided: it can never turn into a call that policy denies."""
-    spec = (await services.registry(current_run_id(), payload["settings"], payload.get("tools"))).get(call["name"])
+async def _check_edit(
+    call: dict[str, Any], new_args: dict[str, Any], payload: dict[str, Any], services: Services
+) -> tuple[dict[str, Any], dict[str, Any] | None]:
+    """An edit is re-validated and re-decided on what it reaches: it can never turn into a call that
+    policy denies. Returns the update and the arguments to run (None: refused)."""
+    spec = gateway.relied_spec(await services.registry(current_run_id(), payload["settings"], payload.get("tools")), call)
     if problems := arguments.validate(spec, new_args):
-        return _refused(call, "invalid_arguments", EDIT_INVALID.format(name=call["name"], problems="; ".join(problems)))
-    verdict = policy.decide(gateway.run_policy(payload["settings"], payload["profile"]), spec, new_args)
+        return _refused(call, "invalid_arguments", EDIT_INVALID.format(name=call["name"], problems="; ".join(problems))), None
+    rules = gateway.run_policy(payload["settings"], payload["profile"])
+    verdict = await asyncio.to_thread(gateway.permission, rules, spec, new_args)
     if verdict.action == "deny":
-        return _refused(call, "denied", EDIT_DENIED.format(name=call["name"], rule=verdict.rule_id, reason=verdict.reason))
-    edited = {**call, "args": new_args, "args_hash": breakers.arguments_hash(new_args)}
-    return _reserved(call, await run_call(edited, payload, services, phase="act"))
+        return _refused(call, "denied", EDIT_DENIED.format(name=call["name"], rule=verdict.rule_id, reason=verdict.reason)), None
+    return _reserved(call), new_args
 
 
-def _reserved(call: dict[str, Any], update: dict[str, Any]) -> dict[str, Any]:
-    """A call that runs after approval spends the budget the gate reserved for it."""
-    return {**update, "usage": add_usage(update.get("usage"), call.get("reservation"))}
+def _reserved(call: dict[str, Any]) -> dict[str, Any]:
+    """A call approved to run spends the budget the gate reserved for it."""
+    return {"usage": add_usage(None, call.get("reservation"))}
 
 
 def _refused(call: dict[str, Any], status: str, text: str) -> dict[str, Any]:

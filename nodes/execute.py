@@ -3,10 +3,14 @@
 Because every call is its own task, one call's failure or interrupt never re-runs a sibling.
 Reads run freely in parallel. Side-effecting calls go one at a time (the run's write lock) and
 through the write-ahead ledger, so a crash and resume never sends a completed call again.
+Right before dispatch the policy is asked again on what the call reaches now: a symlink or a
+rename made since the gate (by an earlier call, another process, or during a long approval)
+cannot carry the call into a denied resource.
 """
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import time
 from typing import Any
@@ -18,12 +22,13 @@ from tools import dispatch, gateway, ledger, pinning
 from tools.outcome import CallOutcome
 
 
+DENIED_AT_DISPATCH = "denied: {name} now reaches a resource it may not ({rule}: {reason}). The call was not made."
 NO_RESPONSE = frozenset({"timeout", "server_unavailable", "cancelled", "unknown_after_crash"})
 """Outcomes of a call that was sent but never answered: the ladder stops at `attempted`."""
 
 
 async def execute(payload: dict[str, Any], services: Services) -> dict[str, Any]:
-    """`payload` is the Send argument: {"call", "settings", "tools" (the call's pinned tool), "retries_left"}."""
+    """`payload` is the Send argument: {"call", "settings", "profile", "tools" (the call's pinned tool), "retries_left"}."""
     return await run_call(payload["call"], payload, services, phase="act")
 
 
@@ -36,8 +41,12 @@ async def run_call(call: dict[str, Any], payload: dict[str, Any], services: Serv
     run_id = current_run_id()
     settings = payload["settings"]
     bridge = await services.bridge(run_id, settings)
-    spec = (await services.registry(run_id, settings, payload.get("tools"))).get(call["name"])
+    spec = gateway.relied_spec(await services.registry(run_id, settings, payload.get("tools")), call)
     started = time.time()
+    verdict = await asyncio.to_thread(gateway.permission, gateway.run_policy(settings, payload["profile"]), spec, call["args"])
+    if verdict.action == "deny":
+        text = DENIED_AT_DISPATCH.format(name=call["name"], rule=verdict.rule_id, reason=verdict.reason)
+        return await record_outcome(call, CallOutcome("denied", text=text, detail=text), settings, services, started=started, phase=phase)
 
     async def send(arguments: dict[str, Any]) -> CallOutcome:
         return await dispatch.call_with_retry(

@@ -2,8 +2,9 @@
 
 Refused calls get their one result message here (unknown_tool, invalid_arguments, denied,
 budget_exceeded, circuit_open, repeated_call) — so do calls whose arguments were not even JSON
-(LangChain's `invalid_tool_calls`); admitted calls are planned into dispatch waves;
-calls that need a human go to approve. Never dispatches a call itself.
+(LangChain's `invalid_tool_calls`); calls that need a human go to approve. Admitted and asked
+calls alike are planned into dispatch waves in the order the model proposed them, so an approved
+write never runs before an earlier admitted one. Never dispatches a call itself.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ async def gate(state: dict[str, Any], services: Services) -> dict[str, Any]:
     ]
     budget = Budget.model_validate(state["budget"])
     registry = await services.registry(current_run_id(), state["settings"], state.get("tools"))
-    admissions = gateway.admit_all(
+    admissions = await gateway.admit_all(
         proposed,
         registry=registry,
         rules=gateway.run_policy(state["settings"], state["task"]["profile"]),
@@ -41,7 +42,7 @@ async def gate(state: dict[str, Any], services: Services) -> dict[str, Any]:
         now=time.time(),
     )
     admissions += [_malformed(call, registry.get(call.name)) for call in _unparsed(reply, turn)]
-    messages, observations, admitted, asks = [], [], [], []
+    messages, observations, planned, asks = [], [], [], []
     usage: dict[str, Any] = {}
     stopping = None
     steps = (state.get("plan") or {}).get("steps", [])
@@ -51,9 +52,10 @@ async def gate(state: dict[str, Any], services: Services) -> dict[str, Any]:
         call = {**admission.call, "step_id": _step_for(steps, admission.call["name"])}
         observations.append({**_observation(call), "stage": "intended", "status": "pending"})
         if admission.verdict == "admit":
-            admitted.append(call)
+            planned.append(call)
             usage = add_usage(usage, admission.reservation)
         elif admission.verdict == "ask":
+            planned.append({**call, "ask": True})
             asks.append({**call, "reason": admission.message, "reservation": admission.reservation, "expires_at": expires_at})
         else:
             messages.append(ToolMessage(admission.message, tool_call_id=call["tool_call_id"], name=call["name"], status="error"))
@@ -65,7 +67,7 @@ async def gate(state: dict[str, Any], services: Services) -> dict[str, Any]:
         "messages": messages,
         "observations": observations,
         "usage": usage,
-        "dispatch": gateway.waves(admitted, budget.parallel_calls),
+        "dispatch": gateway.waves(planned, budget.parallel_calls),
         "approvals": asks,
         "status": {"phase": "gate"},
     }

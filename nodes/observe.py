@@ -59,7 +59,7 @@ async def observe(state: dict[str, Any], services: Services) -> dict[str, Any]:
             record["step_id"] = step_id
             steps = plans.record_call(steps, step_id, obs["tool"], obs["call_id"], problem)
         grounded.append(record)
-    done_ids = {obs["call_id"] for obs in observations if obs.get("stage") != "intended"}
+    done_ids = {obs["call_id"] for obs in observations if obs.get("status") != "pending"}  # ran, or refused at approval
     waiting = [wave for wave in state.get("dispatch", []) if not all(call["call_id"] in done_ids for call in wave)]
     update: dict[str, Any] = {
         "observations": grounded,

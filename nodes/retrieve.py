@@ -24,7 +24,7 @@ async def retrieve(state: dict[str, Any], services: Services) -> dict[str, Any]:
         gateway.ProposedCall(call_id=f"r.{step['id']}", tool_call_id=f"retrieve:{step['id']}", name=step["evidence"]["tool"], args=step["evidence"]["args"])
         for step in steps
     ]
-    admissions = gateway.admit_all(
+    admissions = await gateway.admit_all(
         proposed,
         registry=await services.registry(current_run_id(), state["settings"], state.get("tools")),
         rules=gateway.run_policy(state["settings"], state["task"]["profile"]),
@@ -42,7 +42,9 @@ async def retrieve(state: dict[str, Any], services: Services) -> dict[str, Any]:
             return {"observations": [{**admission.call, "tool": admission.call["name"], "phase": "retrieve", "stage": "intended",
                                       "status": "denied" if admission.verdict == "ask" else admission.verdict, "detail": detail}]}
         async with limit:
-            update = await run_call(admission.call, {"settings": state["settings"], "tools": state.get("tools"), "retries_left": retries_left}, services, phase="retrieve")
+            payload = {"settings": state["settings"], "profile": state["task"]["profile"], "tools": state.get("tools"),
+                       "retries_left": retries_left}
+            update = await run_call(admission.call, payload, services, phase="retrieve")
         return {**update, "usage": add_usage(update["usage"], admission.reservation)}
 
     updates = await asyncio.gather(*(run(admission) for admission in admissions))

@@ -85,7 +85,7 @@ async def run_checks(state: dict[str, Any], services: Services) -> tuple[list[di
     checks = sorted(state["task"]["checks"], key=lambda check: check["kind"] != "test")
     proposed = [gateway.ProposedCall(f"v{state['usage'].get('calls_by_role', {}).get('actor', 0)}.{n}", f"check:{n}", check["tool"], check["args"])
                 for n, check in enumerate(checks)]
-    admissions = gateway.admit_all(
+    admissions = await gateway.admit_all(
         proposed, registry=await services.registry(current_run_id(), state["settings"], state.get("tools")),
         rules=gateway.run_policy(state["settings"], state["task"]["profile"]), budget=Budget.model_validate(state["budget"]),
         usage=state["usage"], breaker_state=state.get("breakers") or {}, now=time.time(),
@@ -96,7 +96,8 @@ async def run_checks(state: dict[str, Any], services: Services) -> tuple[list[di
         if admission.verdict != "admit":
             failures.append({"criterion": check["name"], "reason": f"the check could not run: {admission.message}"})
             continue
-        ran = await run_call(admission.call, {"settings": state["settings"], "tools": state.get("tools"), "retries_left": 0}, services, phase="verify")
+        payload = {"settings": state["settings"], "profile": state["task"]["profile"], "tools": state.get("tools"), "retries_left": 0}
+        ran = await run_call(admission.call, payload, services, phase="verify")
         update["observations"] += ran["observations"]
         update["usage"] = add_usage(add_usage(update["usage"], ran["usage"]), admission.reservation)
         if reason := check_failure(check, ran["observations"][0]["status"], str(ran["messages"][0].content)):

@@ -64,17 +64,25 @@ def pg_admin_url() -> Iterator[str]:
         yield cluster.url("postgres")
 
 
+@contextmanager
+def fresh_database(admin_url: str, prefix: str = "t") -> Iterator[str]:
+    """A fresh, empty database on the server of `admin_url`; dropped (its sessions ended) afterwards.
+    For fixtures wider than one test, which cannot use the per-test `db_url`."""
+    name = f"{prefix}_{uuid.uuid4().hex}"
+    with psycopg.connect(admin_url, autocommit=True) as admin:
+        admin.execute(f"CREATE DATABASE {name}")
+    try:
+        yield _with_database(admin_url, name)
+    finally:
+        with psycopg.connect(admin_url, autocommit=True) as admin:
+            admin.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+
+
 @pytest.fixture
 def db_url(pg_admin_url: str) -> Iterator[str]:
     """A fresh, empty database for this test; dropped (its sessions ended) afterwards."""
-    name = f"t_{uuid.uuid4().hex}"
-    with psycopg.connect(pg_admin_url, autocommit=True) as admin:
-        admin.execute(f"CREATE DATABASE {name}")
-    try:
-        yield _with_database(pg_admin_url, name)
-    finally:
-        with psycopg.connect(pg_admin_url, autocommit=True) as admin:
-            admin.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+    with fresh_database(pg_admin_url) as url:
+        yield url
 
 
 @pytest.fixture

@@ -202,6 +202,7 @@ class _Connection:
 
     def __init__(self, config: ServerConfig, log_path: Path, startup_timeout_s: float, redactor: Redactor) -> None:
         self.config = config
+        self.path_root = config.path_root  # reads the cwd: here, off the event loop
         self.redactor = redactor
         self.log_path = log_path
         self.startup_timeout_s = startup_timeout_s
@@ -241,6 +242,8 @@ class _Connection:
             input_schema=dict(tool.input_schema or {}),
             hints=ToolHints.from_annotations(tool.annotations),
             trusted=self.config.trusted,
+            root=self.path_root,
+            declared_paths=self.config.declared_paths(tool.name),
         )
 
     async def current_specs(self, timeout_s: float) -> list[ToolSpec] | None:

@@ -12,7 +12,9 @@ never decides permissions (tools/policy.py does).
 
 Our keys on top of the common shape: `trusted` (only a trusted server's annotations may relax a
 permission decision), `timeout_s` (default per-call timeout), `protocol` (`auto` probes the
-2026 handshake and falls back; `legacy` forces `initialize`). The common `type` key is accepted
+2026 handshake and falls back; `legacy` forces `initialize`), `root` and `path_arguments` (where
+the server's files live on this host and which arguments of its tools name them, so path rules
+match resolved paths; our own servers need neither: their `--root` and their schemas say it). The common `type` key is accepted
 (`stdio`, `http`, `streamable-http`) and must agree with command/url. Top-level keys other than
 `mcpServers` are ignored, so an existing desktop-client config file can be pointed at as is.
 `${VAR}` and `${VAR:-default}` are expanded in `args`, `env` and `headers` only; a bare `$VAR`
@@ -25,6 +27,7 @@ import difflib
 import json
 import os
 import re
+from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import Any, Literal, Mapping
 
@@ -62,8 +65,32 @@ class ServerConfig(BaseModel):
     """Default timeout of one tool call on this server, in seconds."""
     protocol: Literal["auto", "legacy"] = "auto"
     """`auto`: try the 2026 `server/discover` handshake, fall back to `initialize`; `legacy`: `initialize` only."""
+    root: str | None = None
+    """Absolute directory on this host that the server resolves relative paths against. Without it
+    (and without `--root` for our servers), path rules fail closed on this server's path arguments."""
+    path_arguments: dict[str, list[str]] | None = None
+    """Tool-name glob → names of that tool's arguments holding paths, e.g. {"move_file": ["source",
+    "destination"], "*": ["path"]}. Without it, arguments named like paths are taken as paths."""
     _substituted: tuple[str, ...] = PrivateAttr(default=())
     """What `${VAR}` references expanded to (tools/secrets.py treats these as secrets)."""
+
+    @property
+    def path_root(self) -> str | None:
+        """`root`, or the `--root` our shipped servers are started with (relative to their cwd)."""
+        if self.root is not None:
+            return self.root
+        if self.command is None or not _SHIPPED_MODULES.intersection(self.args):
+            return None
+        for flag, value in zip(self.args, self.args[1:]):
+            if flag == "--root":
+                return os.path.join(self.cwd or os.getcwd(), value)
+        return next((os.path.join(self.cwd or os.getcwd(), arg[7:]) for arg in self.args if arg.startswith("--root=")), None)
+
+    def declared_paths(self, tool: str) -> tuple[str, ...] | None:
+        """The arguments `path_arguments` declares as paths for `tool` (every matching glob), or None."""
+        if self.path_arguments is None:
+            return None
+        return tuple(dict.fromkeys(name for glob, names in self.path_arguments.items() if fnmatchcase(tool, glob) for name in names))
 
     @property
     def transport(self) -> Literal["stdio", "http"]:
@@ -102,10 +129,14 @@ class ServerConfig(BaseModel):
                 raise ValueError(f"has {', '.join(map(repr, stray))} but is an HTTP server; these only apply with 'command'")
             if self.type not in (None, *_HTTP_TYPES):
                 raise ValueError(f"has type {self.type!r} but a 'url'; use type 'http' or replace url by command")
+        if self.root is not None and not os.path.isabs(self.root):
+            raise ValueError(f"has root {self.root!r}; give the absolute directory the server serves, as seen from this host")
         return self
 
 
 _KNOWN_KEYS = sorted(set(ServerConfig.model_fields) - {"name"})
+_SHIPPED_MODULES = frozenset({"mcp_servers.workspace", "mcp_servers.sandbox"})
+"""Our servers that take `--root`; `python -m <module> --root DIR` tells where their files are."""
 
 
 def load_servers(source: str | Path | Mapping[str, Any], *, environ: Mapping[str, str] | None = None) -> dict[str, ServerConfig]:

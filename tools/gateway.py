@@ -1,18 +1,20 @@
 """gateway: decide every proposed tool call before anything runs, then run the admitted ones.
 
-Owns the order registry → arguments → policy → budget → breakers (DESIGN §4) and the dispatch
-plan (reads together, each write alone, in proposed order). It composes the stage modules and
-holds no logic of its own beyond that order.
+Owns the order registry → arguments → resources → policy → budget → breakers (DESIGN §4) and the
+dispatch plan (reads together, each write alone, in proposed order, asked calls in their place).
+It composes the stage modules and holds no logic of its own beyond that order. Resolving what a
+call reaches touches the filesystem, so `admit_all` runs the stages in a worker thread.
 """
 
 from __future__ import annotations
 
+import asyncio
 import re
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from graph.budget import Budget, add_usage, check_before_tool_call, tool_call_reservation
-from tools import arguments, breakers, policy, saga
+from tools import arguments, breakers, policy, resources, saga
 from tools.outcome import CallOutcome
 from tools.registry import ToolRegistry, ToolSpec
 
@@ -44,7 +46,11 @@ class Admission:
 
 
 def describe(call: ProposedCall, spec: ToolSpec | None) -> dict[str, Any]:
-    """The JSON record of a call that travels through state (dispatch, approvals, observations)."""
+    """The JSON record of a call that travels through state (dispatch, approvals, observations).
+
+    Its flags are what the gateway relies on (`spec.hints`): an untrusted server's tool is a
+    non-idempotent side effect whatever it claims, so it takes the ledger, the write lock and the
+    side-effect budget, and runs alone."""
     record: dict[str, Any] = {
         "call_id": call.call_id,
         "tool_call_id": call.tool_call_id,
@@ -59,9 +65,22 @@ def describe(call: ProposedCall, spec: ToolSpec | None) -> dict[str, Any]:
             read_only=spec.hints.read_only,
             idempotent=spec.hints.idempotent,
             side_effect=not spec.hints.read_only,
+            trusted=spec.trusted,
             reversibility=saga.reversibility(spec),
         )
     return record
+
+
+def relied_spec(registry: ToolRegistry, call: dict[str, Any]) -> ToolSpec | None:
+    """The spec a described call runs with: trusted exactly when the gate trusted it."""
+    spec = registry.get(call["name"])
+    return spec.trusting() if spec is not None and call.get("trusted") else spec
+
+
+def permission(rules: policy.Policy, spec: ToolSpec, args: dict[str, Any]) -> policy.Decision:
+    """Resolve what the call reaches on this host, then decide. Touches the filesystem."""
+    spec = rules.trusts(spec)
+    return policy.decide(rules, spec, args, resources.resolve(spec, args, rules.path_patterns(spec)))
 
 
 def run_policy(settings: dict[str, Any], profile: str) -> policy.Policy:
@@ -81,15 +100,16 @@ def admit(
     breaker_state: dict[str, Any],
     now: float,
 ) -> Admission:
-    """Run the stages in order; the first refusal wins."""
+    """Run the stages in order; the first refusal wins. Touches the filesystem (resources)."""
     spec = registry.get(call.name)
-    record = describe(call, spec)
     if spec is None:
-        return Admission("unknown_tool", record, UNKNOWN_TOOL.format(name=call.name, available=registry.names()))
+        return Admission("unknown_tool", describe(call, None), UNKNOWN_TOOL.format(name=call.name, available=registry.names()))
+    spec = rules.trusts(spec)
+    record = describe(call, spec)
     problems = arguments.validate(spec, call.args)
     if problems:
         return Admission("invalid_arguments", record, INVALID_ARGUMENTS.format(name=call.name, problems="; ".join(problems)))
-    decision = policy.decide(rules, spec, call.args)
+    decision = permission(rules, spec, call.args)
     record["rule"] = decision.rule_id
     if decision.action == "deny":
         return Admission("denied", record, DENIED.format(name=call.name, rule=decision.rule_id, reason=decision.reason))
@@ -108,8 +128,14 @@ def admit(
     return Admission(verdict, record, decision.reason, reservation=reservation)
 
 
-def admit_all(calls: list[ProposedCall], **context: Any) -> list[Admission]:
-    """Admit a turn's calls in order; each admitted call's reservation counts against the next."""
+async def admit_all(calls: list[ProposedCall], **context: Any) -> list[Admission]:
+    """Admit a turn's calls in order; each admitted call's reservation counts against the next.
+
+    Runs in a worker thread: resolving paths must not block the event loop."""
+    return await asyncio.to_thread(_admit_in_order, calls, **context)
+
+
+def _admit_in_order(calls: list[ProposedCall], **context: Any) -> list[Admission]:
     usage = context.pop("usage")
     admissions = []
     for call in calls:
@@ -121,7 +147,8 @@ def admit_all(calls: list[ProposedCall], **context: Any) -> list[Admission]:
 
 
 def waves(calls: list[dict[str, Any]], parallel_cap: int) -> list[list[dict[str, Any]]]:
-    """Dispatch order: consecutive read-only calls run together (up to the cap); each write runs alone."""
+    """Dispatch order, the model's order: consecutive read-only calls run together (up to the cap);
+    each write runs alone. Asked calls keep their place and run there once approved."""
     planned: list[list[dict[str, Any]]] = []
     for call in calls:
         if call.get("read_only") and planned and planned[-1][0].get("read_only") and len(planned[-1]) < parallel_cap:

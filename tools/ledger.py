@@ -45,8 +45,9 @@ def takes_key(spec: ToolSpec) -> bool:
 
 
 def safe_to_repeat(spec: ToolSpec) -> bool:
-    """A call whose outcome is unknown may be sent again only if repeating it cannot double it."""
-    return spec.hints.idempotent or takes_key(spec)
+    """A call whose outcome is unknown may be sent again only if repeating it cannot double it,
+    and only a trusted server is believed about that (idempotent hint or honouring our key)."""
+    return spec.trusted and (spec.hints.idempotent or takes_key(spec))
 
 
 Send = Callable[[dict[str, Any]], Awaitable[CallOutcome]]

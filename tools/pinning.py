@@ -33,7 +33,7 @@ UNCONFIRMED = (
 )
 LIST_TIMEOUT_S = 10.0
 """How long the listing before a call may take: a control request, bounded apart from the tool's own timeout."""
-_SPEC_FIELDS = frozenset(field.name for field in dataclasses.fields(ToolSpec))
+_SPEC_FIELDS = frozenset(field.name for field in dataclasses.fields(ToolSpec) if field.init)
 
 
 class ListsTools(Protocol):
@@ -63,12 +63,12 @@ class PinnedCalls:
 def definition_hash(spec: ToolSpec) -> str:
     """SHA-256 of what the server says the tool is: name, description, input schema, annotations."""
     return _sha256({"name": spec.name, "description": spec.description, "input_schema": spec.input_schema,
-                    "hints": dataclasses.asdict(spec.hints)})
+                    "hints": dataclasses.asdict(spec.claimed_hints)})
 
 
 def pin(specs: Iterable[ToolSpec]) -> dict[str, Any]:
     """The run's tools as checkpointed JSON, with the registry version (a hash of all of it)."""
-    entries = [{**dataclasses.asdict(spec), "sha256": definition_hash(spec)}
+    entries = [{**_fields(spec), "sha256": definition_hash(spec)}
                for spec in sorted(specs, key=lambda spec: spec.qualified_name)]
     return {"version": _sha256(entries), "specs": entries}
 
@@ -101,13 +101,20 @@ async def changed(bridge: ListsTools, spec: ToolSpec, *, timeout_s: float = LIST
         parts = [label for label, pinned, now in (
             ("description", spec.description, current.description),
             ("input schema", spec.input_schema, current.input_schema),
-            ("annotations", spec.hints, current.hints),
+            ("annotations", spec.claimed_hints, current.claimed_hints),
         ) if pinned != now]
         what = f"changed the tool's {' and '.join(parts)}"
     else:
         return None
     return CallOutcome("tool_changed", text=TOOL_CHANGED.format(tool=spec.qualified_name, server=spec.server, what=what),
                        detail=f"definition pinned at intake: sha256 {definition_hash(spec)[:12]}; the server {what}")
+
+
+def _fields(spec: ToolSpec) -> dict[str, Any]:
+    """What rebuilds `spec`: its constructor fields, with `hints` as the server gave them (relied-on
+    hints are derived from trust again when it is rebuilt)."""
+    fields = dataclasses.asdict(spec)
+    return {**{key: value for key, value in fields.items() if key in _SPEC_FIELDS}, "hints": fields["claimed_hints"]}
 
 
 def _sha256(value: Any) -> str:

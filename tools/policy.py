@@ -23,11 +23,18 @@ it, so every tool of an untrusted server defaults to ask `default:untrusted`. Ru
 wrote still apply: an explicit allow rule allows an untrusted tool.
 
 Unattended mode turns every ask (from a rule or a default) into deny `unattended`, naming the
-rule that asked in the reason. Rules match server and tool by glob (`fnmatch`, case-sensitive)
-and, optionally, argument values by glob: every named argument must be present and match; a
-list argument matches when any element does; numbers and booleans match their JSON text.
-Globs see the raw argument: a path rule cannot know `./secrets/x` and `secrets/x` are one
-file, so write patterns such as `*secrets/*`, and let the server confine paths as well.
+rule that asked in the reason. Rules match server and tool by glob (`fnmatch`, case-sensitive),
+and optionally what the call reaches, resolved by `tools.resources` before the decision:
+- `paths`: globs over real paths (relative ones are taken from the server's root; `*` crosses
+  `/`; `dir/**` names `dir` and everything below it);
+- `collections`: globs over record collections; `commands`: globs over the program a call starts;
+- `arguments`: globs over raw argument values (a list matches when any element does; numbers and
+  booleans match their JSON text). They see the text as written: use `paths` for paths.
+Every field a rule names must match. A deny or ask rule matches when *any* resource the call
+reaches does (a directory reaches what lies below it, so listing or moving a parent of a denied
+tree is denied; an unresolved path reaches everything); an allow rule only when *every* resource
+of that kind is itself named by the rule. Stricter actions match broadly, the relaxing one narrowly.
+The decision is pure: it reads the resolved resources and never touches the filesystem.
 """
 
 from __future__ import annotations
@@ -37,15 +44,26 @@ import json
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from pathlib import Path
-from typing import Any, Literal, Mapping
+from typing import Annotated, Any, Literal, Mapping
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from tools import resources as found
 from tools.config import read_json_object
 from tools.errors import PolicyError
 from tools.registry import ToolSpec
+from tools.resources import Resources
 
 Action = Literal["allow", "ask", "deny"]
+
+
+def _no_nul(glob: str) -> str:
+    if "\0" in glob:
+        raise ValueError("a glob cannot hold a NUL byte; remove it")
+    return glob
+
+
+Glob = Annotated[str, Field(min_length=1), AfterValidator(_no_nul)]
 _STRENGTH: dict[str, int] = {"allow": 0, "ask": 1, "deny": 2}
 
 # Reasons the model (deny) or the approver (ask) reads.
@@ -55,11 +73,12 @@ REASON_UNANNOTATED = "{tool} has no annotations, so it may write and destroy; a 
 REASON_OPEN_WORLD = "{tool} writes to the outside world (open-world annotation); a human decides."
 REASON_WRITE = "{tool} changes state; writes need a human unless a rule allows them."
 REASON_UNTRUSTED = "{tool} comes from untrusted server {server!r}, whose annotations cannot relax a decision; a human decides."
+REASON_REACHES = "{reason} ({what})"
 REASON_UNATTENDED = "{tool} needs a human decision ({rule_id}: {reason}) but the run is unattended, so it is denied. Use a read-only tool or finish without this step."
 
 
 class Rule(BaseModel):
-    """One user or profile rule: when server, tool and arguments match, it votes `action`."""
+    """One user or profile rule: when server, tool, arguments and what the call reaches match, it votes `action`."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
 
@@ -69,16 +88,65 @@ class Rule(BaseModel):
     tool: str = "*"
     """Glob over the tool's name on its server (not the qualified name)."""
     arguments: dict[str, str] = Field(default_factory=dict)
-    """Argument name → glob over its value; all must match. A missing argument never matches."""
+    """Argument name → glob over its raw value; all must match. A missing argument never matches."""
+    paths: tuple[Glob, ...] = ()
+    """Globs over the real paths the call reaches, e.g. `secrets/**` (relative: from the server's root)."""
+    collections: tuple[Glob, ...] = ()
+    """Globs over the record collections the call reaches, e.g. `payroll*`."""
+    commands: tuple[Glob, ...] = ()
+    """Globs over the program the call starts: its name (`curl`), or its real path when the glob has a `/`."""
     id: str = Field(min_length=1)
     """Named in every decision this rule makes (`rule:<id>`)."""
     reason: str = ""
     """Why the rule exists; shown to the model on deny and to the approver on ask."""
 
-    def matches(self, spec: ToolSpec, arguments: Mapping[str, Any]) -> bool:
-        if not (fnmatchcase(spec.server, self.server) and fnmatchcase(spec.name, self.tool)):
-            return False
-        return all(_value_matches(arguments.get(name), pattern) for name, pattern in self.arguments.items())
+    def applies_to(self, spec: ToolSpec) -> bool:
+        return fnmatchcase(spec.server, self.server) and fnmatchcase(spec.name, self.tool)
+
+    def match(self, spec: ToolSpec, arguments: Mapping[str, Any], reached: Resources) -> str | None:
+        """None when the rule does not match; otherwise what it matched ("" when only names and arguments)."""
+        if not self.applies_to(spec):
+            return None
+        if not all(_value_matches(arguments.get(name), pattern) for name, pattern in self.arguments.items()):
+            return None
+        evidence = []
+        for check in (self._paths, self._collections, self._commands):
+            what = check(reached)
+            if what is None:
+                return None
+            evidence.append(what)
+        return "; ".join(filter(None, evidence))
+
+    def _paths(self, reached: Resources) -> str | None:
+        if not self.paths:
+            return ""
+        patterns = [reached.patterns.get(glob) for glob in self.paths]
+        if self.action == "allow":
+            ok = bool(reached.paths) and all(any(found.within(path, p) for p in patterns) for path in reached.paths)
+            return "" if ok else None
+        hit = next((path for path in reached.paths if any(found.reaches(path, p) for p in patterns)), None)
+        if hit is None:
+            return None
+        if hit.real is None:
+            return f"path {hit.raw!r} cannot be resolved on this host, so path rules fail closed"
+        return f"{hit.raw!r} reaches {found.shown(hit, reached.root)}"
+
+    def _collections(self, reached: Resources) -> str | None:
+        if not self.collections:
+            return ""
+        hits = [name for name in reached.collections if any(fnmatchcase(name, glob) for glob in self.collections)]
+        if self.action == "allow":
+            return "" if reached.collections and len(hits) == len(reached.collections) else None
+        return f"collection {hits[0]!r}" if hits else None
+
+    def _commands(self, reached: Resources) -> str | None:
+        if not self.commands:
+            return ""
+        strict = self.action == "allow"
+        hits = [c for c in reached.commands if any(found.command_matches(c, glob, strict=strict) for glob in self.commands)]
+        if strict:
+            return "" if reached.commands and len(hits) == len(reached.commands) else None
+        return f"command {hits[0].raw!r}" if hits else None
 
 
 class Policy(BaseModel):
@@ -105,6 +173,14 @@ class Policy(BaseModel):
     def effective_rules(self) -> tuple[Rule, ...]:
         return self.rules + tuple(PROFILE_RULES.get(self.profile or "", ()))
 
+    def path_patterns(self, spec: ToolSpec) -> tuple[str, ...]:
+        """The path globs of every rule that applies to `spec`: what resolution must resolve for it."""
+        return tuple(dict.fromkeys(glob for rule in self.effective_rules() if rule.applies_to(spec) for glob in rule.paths))
+
+    def trusts(self, spec: ToolSpec) -> ToolSpec:
+        """`spec` as the gateway relies on it: trusted when its config or this policy trusts its server."""
+        return spec.trusting() if spec.server in self.trusted_servers else spec
+
     def version_hash(self) -> str:
         """SHA-256 of the canonical JSON of the policy, with the profile's rules expanded, so a
         change to a preset changes the hash of every policy that uses it."""
@@ -128,9 +204,13 @@ class Decision:
     reason: str
 
 
-def decide(policy: Policy, spec: ToolSpec, arguments: Mapping[str, Any]) -> Decision:
-    """The decision for calling `spec` with `arguments` under `policy` (see the module docstring)."""
-    decision = _by_rules(policy, spec, arguments) or _by_default(policy, spec)
+def decide(policy: Policy, spec: ToolSpec, arguments: Mapping[str, Any], reached: Resources | None = None) -> Decision:
+    """The decision for calling `spec` with `arguments` under `policy` (see the module docstring).
+
+    `reached` comes from `tools.resources.resolve`; without it every path counts as unresolved."""
+    spec = policy.trusts(spec)
+    reached = found.unresolved(spec, arguments) if reached is None else reached
+    decision = _by_rules(policy, spec, arguments, reached) or _by_default(policy, spec)
     if decision.action == "ask" and policy.unattended:
         reason = REASON_UNATTENDED.format(tool=spec.qualified_name, rule_id=decision.rule_id, reason=decision.reason)
         return Decision("deny", "unattended", reason)
@@ -140,7 +220,7 @@ def decide(policy: Policy, spec: ToolSpec, arguments: Mapping[str, Any]) -> Deci
 def load_policy(source: str | Path | Mapping[str, Any]) -> Policy:
     """Read a policy from a JSON file path or a dict:
     `{"profile": "coding_assistant", "unattended": false, "trusted_servers": ["workspace"],
-      "rules": [{"id": "no-secrets", "action": "deny", "arguments": {"path": "*secrets/*"}}]}`.
+      "rules": [{"id": "no-secrets", "action": "deny", "paths": ["secrets/**"]}]}`.
     Raises PolicyError listing every problem, each with where, the value and the fix."""
     document, label = read_json_object(source, "policy file", PolicyError)
     try:
@@ -149,19 +229,24 @@ def load_policy(source: str | Path | Mapping[str, Any]) -> Policy:
         raise PolicyError("\n".join(_describe(label, error) for error in exc.errors())) from None
 
 
-def _by_rules(policy: Policy, spec: ToolSpec, arguments: Mapping[str, Any]) -> Decision | None:
-    strongest: Rule | None = None
+def _by_rules(policy: Policy, spec: ToolSpec, arguments: Mapping[str, Any], reached: Resources) -> Decision | None:
+    strongest: tuple[Rule, str] | None = None
     for rule in policy.effective_rules():
-        if rule.matches(spec, arguments) and (strongest is None or _STRENGTH[rule.action] > _STRENGTH[strongest.action]):
-            strongest = rule
+        if strongest is not None and _STRENGTH[rule.action] <= _STRENGTH[strongest[0].action]:
+            continue
+        evidence = rule.match(spec, arguments, reached)
+        if evidence is not None:
+            strongest = (rule, evidence)
     if strongest is None:
         return None
-    return Decision(strongest.action, f"rule:{strongest.id}", strongest.reason or f"rule {strongest.id!r} matched")
+    rule, evidence = strongest
+    reason = rule.reason or f"rule {rule.id!r} matched"
+    return Decision(rule.action, f"rule:{rule.id}", REASON_REACHES.format(reason=reason, what=evidence) if evidence else reason)
 
 
 def _by_default(policy: Policy, spec: ToolSpec) -> Decision:
     tool, hints = spec.qualified_name, spec.hints
-    if not (spec.trusted or spec.server in policy.trusted_servers):
+    if not spec.trusted:
         return Decision("ask", "default:untrusted", REASON_UNTRUSTED.format(tool=tool, server=spec.server))
     if hints.read_only:
         return Decision("allow", "default:read_only", REASON_READ_ONLY.format(tool=tool))
@@ -224,7 +309,7 @@ PROFILE_RULES: dict[str, list[Rule]] = {
              reason="Running tests in the sandbox is permitted (coding assistant)."),
         Rule(action="ask", server="*", tool="*push*", id="coding_assistant.push",
              reason="Pushes and deployments need approval (coding assistant)."),
-        Rule(action="deny", server="*", tool="*", arguments={"path": "*secrets/*"}, id="coding_assistant.secrets",
+        Rule(action="deny", server="*", tool="*", paths=("secrets/**",), id="coding_assistant.secrets",
              reason="Files under secrets/ are off limits (secret exposure fails closed)."),
     ],
     # Bounded action autonomy: searching and drafting run; sends, refunds, cancellations ask.

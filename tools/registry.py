@@ -7,7 +7,7 @@ name the model uses). Never talks to a server: the bridge fills it, the gate rea
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Iterable
 
 NAME_SEPARATOR = "__"
@@ -49,6 +49,11 @@ class ToolHints:
         )
 
 
+WORST_CASE = ToolHints(read_only=False, destructive=True, idempotent=False, open_world=True)
+"""What the gateway assumes of an untrusted server's tool, whatever it claims: a side effect that
+may destroy, must not be repeated and reaches the open world."""
+
+
 @dataclass(frozen=True)
 class ToolSpec:
     """One tool of one configured MCP server."""
@@ -60,8 +65,26 @@ class ToolSpec:
     description: str
     input_schema: dict[str, Any]
     hints: ToolHints = field(default_factory=ToolHints)
+    """What the gateway relies on (policy defaults, ledger, write lock, waves, retries, recovery):
+    the server's annotations when it is trusted, `WORST_CASE` otherwise. Given the annotations;
+    `__post_init__` replaces them for an untrusted server and keeps them in `claimed_hints`."""
     trusted: bool = False
-    """Whether the server is trusted: only a trusted server's hints may relax a policy decision."""
+    """Whether the server is trusted: only a trusted server's hints are relied on."""
+    root: str | None = None
+    """The directory on this host the server resolves relative paths against; None when unknown."""
+    declared_paths: tuple[str, ...] | None = None
+    """Arguments the servers file declares as paths for this tool; None when it declares none for the server."""
+    claimed_hints: ToolHints = field(init=False)
+    """What the server's annotations say, relied on or not (shown to people, never to decide)."""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "claimed_hints", self.hints)
+        if not self.trusted:
+            object.__setattr__(self, "hints", replace(WORST_CASE, annotated=self.hints.annotated))
+
+    def trusting(self) -> "ToolSpec":
+        """This tool with its server trusted (trust granted by the policy rather than the config)."""
+        return self if self.trusted else replace(self, trusted=True, hints=self.claimed_hints)
 
     @property
     def qualified_name(self) -> str:

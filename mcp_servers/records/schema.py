@@ -26,6 +26,8 @@ SCHEMA = [  # applied in order at every start; each statement is a no-op once ap
         response jsonb
     )
     """,
+    # What the key was first used for: a reuse for anything else is refused, not answered.
+    "ALTER TABLE record_idempotency ADD COLUMN IF NOT EXISTS request jsonb",
 ]
 
 

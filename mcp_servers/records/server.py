@@ -35,9 +35,20 @@ ALREADY_EXISTS = (
     "record {id!r} already exists in collection {collection!r}; "
     "use update_record to change it, or omit id to create a new record"
 )
-KEY_USED_BY_OTHER_TOOL = "idempotency_key {key!r} was already used by {used_by}; use a new key for this {tool} call"
+KEY_REUSED = (
+    "idempotency_key {key!r} was already used for a different write ({used_for}); "
+    "use a new key for this {tool} call, or repeat the first call exactly to get its result"
+)
 
-Collection = Annotated[str, Field(min_length=1, max_length=200, description="Collection name, e.g. 'orders'.")]
+Collection = Annotated[
+    str,
+    Field(
+        min_length=1,
+        max_length=200,
+        description="Collection name, e.g. 'orders'.",
+        json_schema_extra={"x-boundloop-resource": "collection"},  # policy rules match it as a resource
+    ),
+]
 RecordId = Annotated[str, Field(min_length=1, max_length=200, description="Record id within the collection.")]
 IdempotencyKey = Annotated[
     str | None,
@@ -75,14 +86,18 @@ def build_server(database_url: str) -> MCPServer:
     )
 
     async def write(
-        tool: str, key: str | None, step: Callable[[AsyncConnection], Awaitable[Result]], result: type[Result]
+        request: dict[str, Any], key: str | None, step: Callable[[AsyncConnection], Awaitable[Result]], result: type[Result]
     ) -> Result:
-        """Run `step` in one transaction; with a key, claim it first and store the response with the write."""
+        """Run `step` in one transaction; with a key, claim it first and store the response with the write.
+
+        `request` is the tool and its arguments: a key names one write, so a repeat of that write
+        gets the first response and anything else under the same key is refused (KEY_REUSED)."""
         async with pool.connection() as conn, conn.transaction():
-            if key is not None and (stored := await store.claim(conn, key, tool)) is not None:
-                used_by, response = stored
-                if used_by != tool:
-                    raise ToolError(KEY_USED_BY_OTHER_TOOL.format(key=key, used_by=used_by, tool=tool))
+            if key is not None and (stored := await store.claim(conn, key, request)) is not None:
+                first, response = stored
+                legacy = set(first) == {"tool"}  # claimed before requests were kept: only the tool is known
+                if (first["tool"] != request["tool"]) if legacy else (first != request):
+                    raise ToolError(KEY_REUSED.format(key=key, used_for=_describe(first), tool=request["tool"]))
                 return result.model_validate(response)
             written = await step(conn)
             if key is not None:
@@ -110,7 +125,8 @@ def build_server(database_url: str) -> MCPServer:
                 raise ToolError(ALREADY_EXISTS.format(id=record_id, collection=collection))
             return record
 
-        return await write("create_record", idempotency_key, step, Record)
+        request = {"tool": "create_record", "collection": collection, "id": id, "data": data}
+        return await write(request, idempotency_key, step, Record)
 
     @mcp.tool(title="Get a record", annotations=READ_ONLY)
     async def get_record(collection: Collection, id: RecordId) -> Record:
@@ -166,7 +182,8 @@ def build_server(database_url: str) -> MCPServer:
             assert record is not None, "the row is locked FOR UPDATE in this transaction"
             return Updated(record=record, previous=previous)
 
-        return await write("update_record", idempotency_key, step, Updated)
+        request = {"tool": "update_record", "collection": collection, "id": id, "data": data}
+        return await write(request, idempotency_key, step, Updated)
 
     @mcp.tool(title="Delete a record", annotations=REMOVES)
     async def delete_record(collection: Collection, id: RecordId, idempotency_key: IdempotencyKey = None) -> Deleted:
@@ -181,6 +198,14 @@ def build_server(database_url: str) -> MCPServer:
                 raise ToolError(NOT_FOUND.format(id=id, collection=collection))
             return Deleted(deleted=record)
 
-        return await write("delete_record", idempotency_key, step, Deleted)
+        request = {"tool": "delete_record", "collection": collection, "id": id}
+        return await write(request, idempotency_key, step, Deleted)
 
     return mcp
+
+
+def _describe(request: dict[str, Any]) -> str:
+    """The first use of a key, for the refusal: tool, collection and id when known."""
+    where = f" in collection {request['collection']!r}" if "collection" in request else ""
+    which = f" id {request['id']!r}" if request.get("id") else ""
+    return f"{request['tool']}{where}{which}"

@@ -18,23 +18,26 @@ from mcp_servers.records.models import Record
 _COLUMNS = SQL("collection, id, data, version, created_at, updated_at")
 
 
-async def claim(conn: AsyncConnection, key: str, tool: str) -> tuple[str, Any] | None:
-    """Claim `key` for this call, or return (tool, response) stored by the call that claimed it first.
+async def claim(conn: AsyncConnection, key: str, request: dict[str, Any]) -> tuple[dict[str, Any], Any] | None:
+    """Claim `key` for `request` (the tool and its arguments), or return (request, response) stored
+    by the call that claimed it first (a key stored before requests were kept has only its tool).
 
     The claim is a row inserted in the caller's transaction: a concurrent call with the same key
     waits on it, then reads the committed response; if this transaction rolls back, so does the claim.
     """
     async with conn.cursor() as cur:
         await cur.execute(
-            "INSERT INTO record_idempotency (key, tool) VALUES (%s, %s) ON CONFLICT (key) DO NOTHING RETURNING key",
-            (key, tool),
+            "INSERT INTO record_idempotency (key, tool, request) VALUES (%s, %s, %s)"
+            " ON CONFLICT (key) DO NOTHING RETURNING key",
+            (key, request["tool"], Jsonb(request)),
         )
         if await cur.fetchone() is not None:
             return None
-        await cur.execute("SELECT tool, response FROM record_idempotency WHERE key = %s", (key,))
+        await cur.execute("SELECT tool, request, response FROM record_idempotency WHERE key = %s", (key,))
         row = await cur.fetchone()
     assert row is not None, "a conflicting key row exists once the insert conflicted"
-    return row[0], row[1]
+    tool, stored, response = row
+    return (stored if stored is not None else {"tool": tool}), response
 
 
 async def remember(conn: AsyncConnection, key: str, response: dict[str, Any]) -> None:

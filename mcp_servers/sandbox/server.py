@@ -85,7 +85,13 @@ def build_server(root: Path, limits: Limits) -> MCPServer:
 
     @mcp.tool(title="Run Python code", annotations=runs)
     async def run_python(
-        code: Annotated[str, Field(description="Python source to run with `python3 -c`, as a fresh interpreter.")],
+        code: Annotated[
+            str,
+            Field(
+                description="Python source to run with `python3 -c`, as a fresh interpreter.",
+                json_schema_extra={"x-boundloop-resource": "code"},
+            ),
+        ],
         stdin: Annotated[str | None, Field(description="Text fed to the program's standard input.")] = None,
         timeout_s: Timeout = default_timeout_s,
     ) -> RunResult:
@@ -107,9 +113,19 @@ def build_server(root: Path, limits: Limits) -> MCPServer:
     async def run_command(
         argv: Annotated[
             list[str],
-            Field(min_length=1, description="Program and arguments, e.g. ['pytest', '-q']; no shell is involved."),
+            Field(
+                min_length=1,
+                description="Program and arguments, e.g. ['pytest', '-q']; no shell is involved.",
+                json_schema_extra={"x-boundloop-resource": "command"},
+            ),
         ],
-        cwd: Annotated[str, Field(description="Working directory, relative to the sandbox root.")] = ".",
+        cwd: Annotated[
+            str,
+            Field(
+                description="Working directory, relative to the sandbox root.",
+                json_schema_extra={"x-boundloop-resource": "path"},
+            ),
+        ] = ".",
         timeout_s: Timeout = default_timeout_s,
     ) -> RunResult:
         """Run a program (looked up on the sandbox's PATH) with arguments in the sandbox; return exit code and output.

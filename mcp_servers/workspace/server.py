@@ -69,7 +69,11 @@ KEY_REUSED = (
 DESTINATION_EXISTS = "destination {path!r} already exists; delete it first or choose another destination"
 ROOT_NOT_MOVABLE = "path {path!r} is the workspace root itself; move a file or directory inside it"
 
-PathArg = Annotated[str, Field(description="Path relative to the workspace root, e.g. 'src/app.py'.")]
+AS_PATH = {"x-boundloop-resource": "path"}
+"""Marks an argument as a path in the input schema, so the gateway's path rules see it resolved."""
+PathArg = Annotated[
+    str, Field(description="Path relative to the workspace root, e.g. 'src/app.py'.", json_schema_extra=AS_PATH)
+]
 
 
 def build_server(
@@ -121,7 +125,9 @@ def build_server(
 
     @mcp.tool(title="List files", annotations=READ_ONLY)
     def list_files(
-        path: Annotated[str, Field(description="Directory relative to the workspace root.")] = ".",
+        path: Annotated[
+            str, Field(description="Directory relative to the workspace root.", json_schema_extra=AS_PATH)
+        ] = ".",
         pattern: Annotated[str, Field(description="Shell-style pattern each entry's name must match.")] = "*",
         recursive: Annotated[bool, Field(description="Also list the contents of subdirectories.")] = False,
     ) -> Listing:
@@ -180,7 +186,9 @@ def build_server(
     @mcp.tool(title="Search file contents", annotations=READ_ONLY)
     def search(
         query: Annotated[str, Field(description="Literal text to find (case-sensitive, not a regex).")],
-        path: Annotated[str, Field(description="File or directory to search, relative to the root.")] = ".",
+        path: Annotated[
+            str, Field(description="File or directory to search, relative to the root.", json_schema_extra=AS_PATH)
+        ] = ".",
         glob: Annotated[str, Field(description="Shell-style pattern file names must match, e.g. '*.py'.")] = "*",
         max_results: Annotated[int, Field(ge=1, le=200, description="Matching lines to return.")] = 50,
     ) -> SearchResult:
@@ -314,8 +322,12 @@ def build_server(
 
     @mcp.tool(title="Move a file", annotations=CHANGES)
     def move_file(
-        source: Annotated[str, Field(description="File or directory to move, relative to the root.")],
-        destination: Annotated[str, Field(description="New path relative to the root; must not exist yet.")],
+        source: Annotated[
+            str, Field(description="File or directory to move, relative to the root.", json_schema_extra=AS_PATH)
+        ],
+        destination: Annotated[
+            str, Field(description="New path relative to the root; must not exist yet.", json_schema_extra=AS_PATH)
+        ],
     ) -> Moved:
         """Move or rename a file or directory inside the workspace (parent directories are created).
 

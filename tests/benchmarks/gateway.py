@@ -17,6 +17,7 @@ import argparse
 import asyncio
 import statistics
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -30,7 +31,13 @@ PROBE = Path(__file__).parents[1] / "tools" / "servers" / "probe_server.py"
 
 
 async def main(reps: int) -> None:
-    servers = load_servers({"mcpServers": {"probe": {"command": sys.executable, "args": [str(PROBE)], "trusted": True}}})
+    root = Path(tempfile.mkdtemp(prefix="bench-ws-"))
+    (root / "src").mkdir()
+    (root / "src" / "a.py").write_text("x = 1\n")
+    servers = load_servers({"mcpServers": {
+        "probe": {"command": sys.executable, "args": [str(PROBE)], "trusted": True},
+        "workspace": {"command": sys.executable, "args": ["-m", "mcp_servers.workspace", "--root", str(root)], "trusted": True},
+    }})
     async with MCPBridge(servers) as bridge:
         registry = ToolRegistry(bridge.specs())
         policy = gateway.run_policy({"unattended": True}, "coding_assistant")
@@ -39,8 +46,8 @@ async def main(reps: int) -> None:
         async def through_gateway(name: str, args_list: list[dict]) -> float:
             started = time.perf_counter()
             proposed = [gateway.ProposedCall(f"c{i}", f"t{i}", name, args) for i, args in enumerate(args_list)]
-            admissions = gateway.admit_all(proposed, registry=registry, rules=policy, budget=budget, usage=empty_usage(),
-                                           breaker_state={}, now=time.time())
+            admissions = await gateway.admit_all(proposed, registry=registry, rules=policy, budget=budget, usage=empty_usage(),
+                                                 breaker_state={}, now=time.time())
             for wave in gateway.waves([a.call for a in admissions if a.verdict == "admit"], budget.parallel_calls):
                 outcomes = await asyncio.gather(*(
                     dispatch.call_with_retry(bridge, registry.get(call["name"]), call["args"], timeout_s=10, max_attempts=3)
@@ -70,14 +77,15 @@ async def main(reps: int) -> None:
         direct_ms = statistics.median(d for d, _ in pairs) * 1000
         gated_ms = statistics.median(g for _, g in pairs) * 1000
         ratio = statistics.median(g / d for d, g in pairs)
-        admit_only = _admit_cost(registry, policy, budget)
+        admit_only = _admit_cost(registry, policy, budget, gateway.ProposedCall("c", "t", "probe__echo", {"text": "hi"}))
+        with_path = _admit_cost(registry, policy, budget, gateway.ProposedCall("c", "t", "workspace__read_file", {"path": "src/a.py"}))
         print(f"per call: direct MCP session {direct_ms:.3f} ms; through the gateway {gated_ms:.3f} ms; "
               f"overhead {gated_ms - direct_ms:.3f} ms; ratio {ratio:.3f}x (median of {reps} paired runs)")
         print(f"gate decision alone (registry, arguments, policy, budget, breakers): {admit_only * 1e6:.1f} µs per call")
+        print(f"gate decision with one path resolved (workspace read_file under coding_assistant): {with_path * 1e6:.1f} µs per call")
 
 
-def _admit_cost(registry: ToolRegistry, policy, budget: Budget, n: int = 2000) -> float:
-    call = gateway.ProposedCall("c", "t", "probe__echo", {"text": "hi"})
+def _admit_cost(registry: ToolRegistry, policy, budget: Budget, call: gateway.ProposedCall, n: int = 2000) -> float:
     started = time.perf_counter()
     for _ in range(n):
         gateway.admit(call, registry=registry, rules=policy, budget=budget, usage=empty_usage(), breaker_state={}, now=0.0)

@@ -71,9 +71,9 @@ async def test_an_approved_side_effect_runs_exactly_once_across_several_resumes(
     waiting = await run_script({"planner": [PLAN_ONE_STEP], "actor": [step(calls=[MOVE_A, MOVE_B]), step("done")], "critic": [CRITIC_PASS]})
     ids = {item["value"]["call_id"]: item["id"] for item in waiting.interrupts}
     first = await runner.resume(waiting.thread_id, decisions={ids["a0.0"]: {"decision": "approve"}})
-    assert (workspace / "a.md").exists() and len(first.interrupts) == 1
-    second = await runner.resume(waiting.thread_id)  # nothing decided: the approved move must not run again
-    assert len(second.interrupts) == 1
+    assert not (workspace / "a.md").exists() and len(first.interrupts) == 1  # approved; it runs once the turn is decided
+    second = await runner.resume(waiting.thread_id)  # nothing decided: the approval stands, nothing runs yet
+    assert len(second.interrupts) == 1 and not (workspace / "a.md").exists()
     done = await runner.resume(waiting.thread_id, decisions={ids["a0.1"]: {"decision": "approve"}})
     assert done.status == Terminal.SUCCESS
     assert {obs["call_id"]: obs["status"] for obs in done.values["observations"]} == {"a0.0": "ok", "a0.1": "ok"}

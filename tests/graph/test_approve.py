@@ -20,7 +20,7 @@ async def test_two_gated_calls_wait_separately_and_each_decision_is_carried_out(
 
     still_waiting = await runner.resume(waiting.thread_id, decisions={by_tool["workspace__move_file"]: {"decision": "approve", "approver": "ana"}})
     assert [item["value"]["name"] for item in still_waiting.interrupts] == ["workspace__delete_file"]
-    assert (workspace / "old.md").exists()  # the approved call ran as soon as it was approved
+    assert not (workspace / "old.md").exists()  # approved, but it waits for the decision on the call proposed before it
 
     done = await runner.resume(waiting.thread_id, decisions={by_tool["workspace__delete_file"]: {"decision": "reject", "message": "keep it"}})
     assert done.status == Terminal.SUCCESS
@@ -67,3 +67,42 @@ async def test_parallel_approvals_can_be_answered_together(run_script, runner, w
     assert done.status == Terminal.SUCCESS
     assert (workspace / "old.md").exists() and not (workspace / "notes.md").exists()
     assert {obs["call_id"]: obs["status"] for obs in done.values["observations"]} == {"a0.0": "rejected", "a0.1": "ok"}
+
+
+async def test_writes_run_in_the_proposed_order_whatever_the_mix_of_admitted_and_approved(run_script, runner, workspace):
+    """write a (admitted), move a→b (asks), write a (admitted), move a→c (asks): the moves are
+    approved last one first, and still every write runs in the order the model proposed it."""
+    calls = [
+        {"name": "workspace__write_file", "args": {"path": "a.txt", "content": "first"}},
+        {"name": "workspace__move_file", "args": {"source": "a.txt", "destination": "b.txt"}},
+        {"name": "workspace__write_file", "args": {"path": "a.txt", "content": "second"}},
+        {"name": "workspace__move_file", "args": {"source": "a.txt", "destination": "c.txt"}},
+    ]
+    waiting = await run_script({"planner": [PLAN_ONE_STEP], "actor": [step(calls=calls), step("done")], "critic": [CRITIC_PASS]},
+                               task={"budget": {"side_effects": 4}})
+    by_call = {item["value"]["call_id"]: item["id"] for item in waiting.interrupts}
+    assert sorted(by_call) == ["a0.1", "a0.3"] and not (workspace / "a.txt").exists()  # nothing ran before the approvals
+    later = await runner.resume(waiting.thread_id, decisions={by_call["a0.3"]: {"decision": "approve"}})
+    assert [item["value"]["call_id"] for item in later.interrupts] == ["a0.1"] and not (workspace / "a.txt").exists()
+    done = await runner.resume(waiting.thread_id, decisions={by_call["a0.1"]: {"decision": "approve"}})
+    assert done.status == Terminal.SUCCESS
+    assert (workspace / "b.txt").read_text() == "first" and (workspace / "c.txt").read_text() == "second"
+    assert not (workspace / "a.txt").exists()
+    assert [obs["status"] for obs in done.values["observations"]] == ["ok"] * 4
+
+
+async def test_a_rejected_call_leaves_its_place_and_the_rest_run_in_order(run_script, runner, workspace):
+    calls = [
+        {"name": "workspace__move_file", "args": {"source": "notes.md", "destination": "gone.md"}},
+        {"name": "workspace__write_file", "args": {"path": "notes.md", "content": "kept"}},
+        {"name": "workspace__move_file", "args": {"source": "notes.md", "destination": "kept.md"}},
+    ]
+    waiting = await run_script({"planner": [PLAN_ONE_STEP], "actor": [step(calls=calls), step("done")], "critic": [CRITIC_PASS]},
+                               task={"budget": {"side_effects": 3}})
+    decisions = {item["id"]: {"decision": "reject" if item["value"]["call_id"] == "a0.0" else "edit",
+                              "args": {"source": "notes.md", "destination": "edited.md"}} for item in waiting.interrupts}
+    decisions = {key: value if value["decision"] == "edit" else {"decision": "reject"} for key, value in decisions.items()}
+    done = await runner.resume(waiting.thread_id, decisions=decisions)
+    assert done.status == Terminal.SUCCESS
+    assert (workspace / "edited.md").read_text() == "kept" and not (workspace / "gone.md").exists()
+    assert {obs["call_id"]: obs["status"] for obs in done.values["observations"]} == {"a0.0": "rejected", "a0.1": "ok", "a0.2": "ok"}

@@ -178,6 +178,7 @@ def new_site(pg_admin_url: str, tmp_path: Path) -> Iterator[Callable[..., Site]]
             "probe": site.command("probe"),
         }
         servers = {name: {"command": argv[0], "args": argv[1:], "trusted": True} for name, argv in commands.items()}
+        servers["workspace"]["root"] = str(site.workspace)  # started through a launcher, its --root is not visible as ours
         (home / "servers.json").write_text(json.dumps({"mcpServers": servers}))
         (home / "policy.json").write_text(json.dumps(POLICY))
         (home / "script.json").write_text(json.dumps({"model_id": "scripted-kill-harness", "roles": roles}))

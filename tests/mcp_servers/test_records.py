@@ -9,7 +9,7 @@ import anyio
 import psycopg
 from mcp import Client
 
-from mcp_servers.records.server import ALREADY_EXISTS, KEY_USED_BY_OTHER_TOOL, NOT_FOUND
+from mcp_servers.records.server import ALREADY_EXISTS, KEY_REUSED, NOT_FOUND
 from tests.mcp_servers.launch import error_text, hints, http, stdio, structured
 
 
@@ -118,10 +118,39 @@ async def test_a_key_used_by_one_tool_is_refused_by_another(records_db_url: str)
         reused = await client.call_tool(
             "delete_record", {"collection": "c", "id": created["id"], "idempotency_key": "k"}
         )
-    assert error_text(reused) == "Error executing tool delete_record: " + KEY_USED_BY_OTHER_TOOL.format(
-        key="k", used_by="create_record", tool="delete_record"
+    assert error_text(reused) == "Error executing tool delete_record: " + KEY_REUSED.format(
+        key="k", used_for="create_record in collection 'c'", tool="delete_record"
     )
     assert row_count(records_db_url) == 1
+
+
+async def test_a_key_reused_with_another_payload_or_collection_is_refused(records_db_url: str) -> None:
+    """A key names one write: the same tool with other data, or in another collection, is refused
+    (not answered with the first write's result), and nothing is written; the exact repeat replays."""
+    first_call = {"collection": "orders", "id": "o-1", "data": {"qty": 1}, "idempotency_key": "k"}
+    async with records(records_db_url) as client:
+        first = structured(await client.call_tool("create_record", first_call))
+        other_data = await client.call_tool("create_record", {**first_call, "data": {"qty": 999}})
+        other_collection = await client.call_tool("create_record", {**first_call, "collection": "payroll"})
+        other_id = await client.call_tool("create_record", {**first_call, "id": "o-2"})
+        replay = await client.call_tool("create_record", first_call)
+        stored = structured(await client.call_tool("get_record", {"collection": "orders", "id": "o-1"}))
+    expected = "Error executing tool create_record: " + KEY_REUSED.format(
+        key="k", used_for="create_record in collection 'orders' id 'o-1'", tool="create_record"
+    )
+    assert [error_text(result) for result in (other_data, other_collection, other_id)] == [expected] * 3
+    assert replay.structured_content == first and stored["data"] == {"qty": 1}
+    assert row_count(records_db_url) == 1
+
+
+async def test_an_update_key_reused_for_another_patch_is_refused(records_db_url: str) -> None:
+    async with records(records_db_url) as client:
+        await client.call_tool("create_record", {"collection": "c", "id": "r", "data": {"n": 0}})
+        await client.call_tool("update_record", {"collection": "c", "id": "r", "data": {"n": 1}, "idempotency_key": "u"})
+        reused = await client.call_tool("update_record", {"collection": "c", "id": "r", "data": {"n": 2}, "idempotency_key": "u"})
+        stored = structured(await client.call_tool("get_record", {"collection": "c", "id": "r"}))
+    assert error_text(reused).startswith("Error executing tool update_record: idempotency_key 'u' was already used")
+    assert stored["data"] == {"n": 1} and stored["version"] == 2
 
 
 async def test_update_merges_the_patch_and_returns_the_previous_record(records_db_url: str) -> None:

@@ -99,7 +99,7 @@ async def test_two_gated_calls_wait_as_two_typed_interrupts_and_resume_one_at_a_
     assert [item["id"] for item in out.get("__interrupt__") or []] == [by_tool[DELETE["name"]]], _brief(out)
     assert set(await pending(client, thread_id)) == {by_tool[DELETE["name"]]}
     assert (await client.threads.get(thread_id))["status"] == "interrupted"
-    assert (workspace / "old.md").exists() and not (workspace / "notes.md").exists()  # the approved move ran
+    assert (workspace / "notes.md").exists() and not (workspace / "old.md").exists()  # approved: runs after the delete before it is decided
 
     delete_rejected = {"resume": {by_tool[DELETE["name"]]: {"decision": "reject", "message": "keep it"}}}
     out = await client.runs.wait(thread_id, GRAPH, command=delete_rejected, raise_error=False)
@@ -129,6 +129,8 @@ async def test_a_resume_that_does_not_match_the_response_schema_is_refused(
 
     out = await client.runs.wait(thread_id, GRAPH, command={"resume": {move: {"decision": "approve"}}}, raise_error=False)
     assert [item["id"] for item in out.get("__interrupt__") or []] == [by_tool[DELETE["name"]]], _brief(out)
+    out = await client.runs.wait(thread_id, GRAPH, command={"resume": {by_tool[DELETE["name"]]: {"decision": "reject"}}}, raise_error=False)
+    assert "__interrupt__" not in out and "__error__" not in out, _brief(out)
     assert (workspace / "old.md").exists()  # a valid answer to the same interrupt still goes through
 
 

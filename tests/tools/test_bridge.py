@@ -80,7 +80,9 @@ async def test_third_party_time_server_lists_hints_and_answers(shared_bridge: MC
     """mcp-server-time (spawned as its venv script) is untrusted: its read-only claim is kept as a hint only."""
     specs = {spec.qualified_name: spec for spec in shared_bridge.specs() if spec.server == "time"}
     assert sorted(specs) == ["time__convert_time", "time__get_current_time"]
-    assert specs["time__get_current_time"].hints.read_only and not specs["time__get_current_time"].trusted
+    current = specs["time__get_current_time"]
+    assert current.claimed_hints.read_only and not current.trusted
+    assert not current.hints.read_only and not current.hints.idempotent  # what the gateway relies on: the worst case
     outcome = await shared_bridge.call("time", "get_current_time", {"timezone": "UTC"}, timeout_s=10)
     assert outcome.status == "ok" and outcome.structured["timezone"] == "UTC"
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -10,6 +11,7 @@ import pytest
 from tools.errors import PolicyError
 from tools.policy import PROFILE_RULES, Decision, Policy, Rule, decide, load_policy
 from tools.registry import ToolHints, ToolSpec
+from tools.resources import MARK, resolve
 
 READ_ONLY = ToolHints(read_only=True, destructive=False, idempotent=True, open_world=False)
 OPEN_READ = ToolHints(read_only=True, destructive=False, idempotent=True, open_world=True)
@@ -125,7 +127,7 @@ def test_numbers_and_booleans_match_their_json_text() -> None:
     assert decide(policy, tool(), {"force": False}).action == "allow"
 
 
-def test_coding_assistant_preset_follows_seed_001() -> None:
+def test_coding_assistant_preset_follows_seed_001(tmp_path: Path) -> None:
     """Workspace writes and sandbox runs go without approval; deletes ask; secrets are denied."""
     policy = Policy(profile="coding_assistant")
     cases = {
@@ -139,7 +141,9 @@ def test_coding_assistant_preset_follows_seed_001() -> None:
         ("workspace", "read_file", READ_ONLY, "src/a.py"): ("allow", "default:read_only"),
     }
     for (server, name, hints, path), expected in cases.items():
-        decision = decide(policy, tool(name, hints, server=server), {"path": path})
+        spec = replace(tool(name, hints, server=server), root=str(tmp_path))
+        reached = resolve(spec, {"path": path}, policy.path_patterns(spec))
+        decision = decide(policy, spec, {"path": path}, reached)
         assert (decision.action, decision.rule_id) == expected, (server, name, path)
 
 
@@ -206,6 +210,8 @@ def test_load_policy_reads_a_json_file(tmp_path: Path) -> None:
      "support_agent, procurement_agent, sre_agent or leave it out (got 'pirate')."),
     ({"rules": [{"id": "x", "action": "deny", "arguments": {"n": 3}}]},
      "policy file: rules[0].arguments.n: Input should be a valid string (got 3)."),
+    ({"rules": [{"id": "x", "action": "deny", "paths": ["secrets/\x00"]}]},
+     "policy file: rules[0].paths[0]: a glob cannot hold a NUL byte; remove it (got 'secrets/\\x00')."),
 ])
 def test_load_policy_errors_name_the_place_value_and_fix(document: dict[str, Any], message: str) -> None:
     with pytest.raises(PolicyError) as info:
@@ -219,3 +225,63 @@ def test_load_policy_bad_json_has_line_and_column(tmp_path: Path) -> None:
     with pytest.raises(PolicyError) as info:
         load_policy(path)
     assert str(info.value).startswith(f"{path} line 1 column 12: ")
+
+
+def _files(tmp_path: Path) -> Path:
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "a.py").write_text("")
+    (tmp_path / "secrets").mkdir()
+    (tmp_path / "docs").symlink_to(tmp_path / "secrets")
+    return tmp_path
+
+
+def _decide(policy: Policy, spec: ToolSpec, arguments: dict[str, Any]) -> Decision:
+    return decide(policy, spec, arguments, resolve(spec, arguments, policy.path_patterns(spec)))
+
+
+MOVE_SCHEMA = {"type": "object", "properties": {"source": {"type": "string"}, "destination": {"type": "string"}}}
+
+
+@pytest.mark.parametrize(("arguments", "action"), [
+    ({"source": "src/a.py", "destination": "src/b.py"}, "allow"),
+    ({"source": "src/a.py", "destination": "elsewhere/b.py"}, "ask"),   # one end outside: the allow does not hold
+    ({"source": "src/a.py", "destination": "docs/b.py"}, "ask"),        # through a symlink, outside src/
+    ({"source": "src", "destination": "src2"}, "ask"),                   # src2 is not under src/
+])
+def test_an_allow_rule_holds_only_when_every_path_is_inside_it(tmp_path: Path, arguments: dict[str, Any], action: str) -> None:
+    root = _files(tmp_path)
+    spec = replace(tool("move_file", DESTRUCTIVE), input_schema=MOVE_SCHEMA, root=str(root))
+    policy = Policy(rules=(allow(paths=("src/**",)),))
+    assert _decide(policy, spec, arguments).action == action
+
+
+def test_path_rules_fail_closed_where_the_root_is_unknown(tmp_path: Path) -> None:
+    """No root: a deny on a path glob denies every path, and an allow on one allows none."""
+    spec = tool("write_file", DESTRUCTIVE)  # no root
+    assert _decide(Policy(rules=(deny(paths=("secrets/**",)),)), spec, {"path": "src/a.py"}).action == "deny"
+    assert _decide(Policy(rules=(allow(paths=("**",)),)), spec, {"path": "src/a.py"}).action == "ask"
+    reason = _decide(Policy(rules=(deny(paths=("secrets/**",), reason="no"),)), spec, {"path": "a"}).reason
+    assert reason == "no (path 'a' cannot be resolved on this host, so path rules fail closed)"
+
+
+def test_a_deny_on_a_tree_reaches_its_existing_parents_only(tmp_path: Path) -> None:
+    root = _files(tmp_path)
+    spec = replace(tool("list_files"), root=str(root))
+    policy = Policy(rules=(deny(paths=("secrets/**",)), deny(id="gone", paths=("nothere/**",))))
+    assert _decide(policy, spec, {"path": "."}).rule_id == "rule:deny-it"    # holds secrets/
+    assert _decide(policy, spec, {"path": "src"}).action == "allow"            # beside it
+    assert _decide(Policy(rules=(deny(paths=("nothere/**",)),)), spec, {"path": "."}).action == "allow"  # nothing to reach
+
+
+@pytest.mark.parametrize(("argv", "under_deny", "under_allow"), [
+    (["ls"], "deny", "allow"),
+    (["/bin/ls", "-l"], "deny", "allow"),
+    (["./ls"], "deny", "ask"),                  # relative: cannot be known here, fails closed both ways
+    (["no-such-program-here"], "deny", "ask"),
+    (["echo"], "ask", "ask"),                   # neither rule: the default for a write
+])
+def test_command_globs_see_the_resolved_program(tmp_path: Path, argv: list[str], under_deny: str, under_allow: str) -> None:
+    schema = {"type": "object", "properties": {"argv": {"type": "array", MARK: "command"}}}
+    spec = replace(tool("run_command", CLOSED_WRITE, server="sandbox"), input_schema=schema, root=str(tmp_path))
+    assert _decide(Policy(rules=(deny(commands=("ls",)),)), spec, {"argv": argv}).action == under_deny
+    assert _decide(Policy(rules=(allow(commands=("ls",)),)), spec, {"argv": argv}).action == under_allow
