@@ -53,7 +53,8 @@ async def test_a_write_whose_checksum_does_not_match_is_observed_but_never_verif
     failed and the run cannot commit."""
     servers = {"mcpServers": {
         "workspace": {"command": sys.executable, "args": ["-m", "mcp_servers.workspace", "--root", str(workspace)], "trusted": True},
-        "store": {"command": sys.executable, "args": [str(SHORT_WRITE), "--root", str(workspace), *flags], "trusted": True},
+        "store": {"command": sys.executable, "args": [str(SHORT_WRITE), "--root", str(workspace), *flags], "trusted": True,
+                  "root": str(workspace)},
     }}
     steps = [{"id": "s1", "description": "store the report", "tools": ["store__write_file"]}]
     report = await run_script(
