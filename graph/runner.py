@@ -238,15 +238,19 @@ class Runner:
                             observe(node, update, state)
 
         steps = asyncio.create_task(consume(), name=f"drive:{thread_id}")
-        cancelled = asyncio.create_task(self._cancel.wait())
+        cancel = asyncio.create_task(self._cancel.wait())
+        halted = False
         try:
-            await asyncio.wait({steps, cancelled}, return_when=asyncio.FIRST_COMPLETED)
+            await asyncio.wait({steps, cancel}, return_when=asyncio.FIRST_COMPLETED)
         finally:
-            cancelled.cancel()
+            cancel.cancel()
             if not steps.done():
+                halted = True
                 steps.cancel()
                 await asyncio.wait({steps}, timeout=CANCEL_UNWIND_S)
-        if steps.cancelled() or not steps.done():
+        if halted:
+            if steps.done() and not steps.cancelled():
+                steps.exception()  # whatever the cut-off step raised while unwinding is moot: the run halts
             return True
         steps.result()  # re-raises what stopped the stream
         return False
