@@ -218,8 +218,8 @@ def _settings(options: dict[str, Any]) -> RunSettings:
     chosen_model = options["model"] or values.get("model") or ("scripted" if options["script"] else os.environ.get("OPENAI_MODEL", "gpt-4o-mini"))
     values.update(model=chosen_model, unattended=options["unattended"] or values.get("unattended", False))
     if (timeout := options["approval_timeout"]) is not None:
-        if not math.isfinite(timeout) or timeout <= 0:
-            raise ConfigError(f"--approval-timeout {timeout:g} is not a positive number of seconds; e.g. --approval-timeout 3600")
+        if not math.isfinite(timeout) or timeout < 0:
+            raise ConfigError(f"--approval-timeout {timeout:g} is not a number of seconds, 0 or more; e.g. --approval-timeout 3600")
         values["approval_timeout_s"] = timeout
     for key in ("base_url", "script"):
         if options[key]:

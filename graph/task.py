@@ -133,7 +133,7 @@ class RunSettings(BaseModel):
     """No human available: every `ask` decision becomes `deny`, so the run never waits."""
     prices: dict[str, tuple[float, float]] = Field(default_factory=dict)
     """Extra model prices, USD per million tokens: {"model": [input, output]}."""
-    approval_timeout_s: float | None = Field(default=None, gt=0, allow_inf_nan=False)
+    approval_timeout_s: float | None = Field(default=None, ge=0, allow_inf_nan=False)
     """Seconds a tool approval may wait; a decision after that counts as a rejection. None: no expiry."""
     count_wait_time: bool = False
     """Charge time spent waiting for a human to the wall-clock budget (default: only active time counts)."""

@@ -24,7 +24,7 @@ DELETE = {"name": "workspace__delete_file", "args": {"path": "notes.md"}}
         (["run", "x", "--budget", "wall_clock_s=NaN"], "--budget 'wall_clock_s=NaN': wall_clock_s=nan is not a limit"),
         (["run", "x", "--budget", "tool_calls=-5"], "--budget 'tool_calls=-5': tool_calls=-5 is not a limit"),
         (["run", "x", "--budget", "cost_usd=Infinity"], "cost_usd=inf is not a limit"),
-        (["run", "x", "--approval-timeout", "-3"], "--approval-timeout -3 is not a positive number of seconds"),
+        (["run", "x", "--approval-timeout", "-3"], "--approval-timeout -3 is not a number of seconds, 0 or more"),
         (["approve", "run-x", "a0.0", "--edit", "{bad"], "--edit is not valid JSON (Expecting property name enclosed in double quotes at column 2)"),
         (["approve", "run-x", "a0.0", "--edit", "[1, 2]"], "--edit must be a JSON object of arguments (got list)"),
     ],

@@ -12,9 +12,7 @@ import json
 import signal
 import subprocess
 import sys
-import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -23,7 +21,7 @@ import pytest
 
 from graph.status import Terminal
 from tests.graph.conftest import CRITIC_PASS, step
-from tests.graph.fake_openai import _completion
+from tests.graph.fake_openai import FakeOpenAI
 from tests.graph.test_cli import BOUNDLOOP, _env, _wait_for_node, boundloop
 
 PAGER = Path(__file__).parents[1] / "tools" / "servers" / "pager_server.py"
@@ -76,36 +74,8 @@ def test_ctrl_c_cancels_a_hung_side_effecting_call_and_the_resumed_run_pages_onc
 @pytest.fixture
 def hanging_model() -> Iterator[str]:
     """An OpenAI-compatible endpoint whose first actor request never gets an answer; the rest do."""
-    release, seen = threading.Event(), {"actor": 0}
-
-    class Handler(BaseHTTPRequestHandler):
-        def do_POST(self) -> None:  # noqa: N802 (http.server's name)
-            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-            system = body["messages"][0]["content"]
-            if not system.startswith(("You plan work", "You are an independent reviewer")):
-                seen["actor"] += 1
-                if seen["actor"] == 1:
-                    release.wait(120)
-                    return
-            payload = json.dumps(_completion(body)).encode()
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(payload)))
-            self.end_headers()
-            self.wfile.write(payload)
-
-        def log_message(self, *args: Any) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    server.daemon_threads = True
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}/v1"
-    finally:
-        release.set()
-        server.shutdown()
-        server.server_close()
+    with FakeOpenAI(hang_first_actor_call=True) as fake:
+        yield fake.base_url
 
 
 def test_ctrl_c_cancels_a_hung_model_call_and_the_run_resumes(db_url, tmp_path, hanging_model):

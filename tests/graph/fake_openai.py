@@ -17,11 +17,16 @@ SCORES = {"scores": {"correctness": 1, "completeness": 1, "coherence": 1, "safet
 
 
 class FakeOpenAI:
-    """`with FakeOpenAI() as fake:` serves http://127.0.0.1:<port>/v1 until the block ends."""
+    """`with FakeOpenAI() as fake:` serves http://127.0.0.1:<port>/v1 until the block ends.
 
-    def __init__(self) -> None:
+    `hang_first_actor_call`: the first actor request gets no answer while the block lasts (a hung provider).
+    """
+
+    def __init__(self, *, hang_first_actor_call: bool = False) -> None:
         self.requests: list[dict[str, Any]] = []
         self.headers: list[dict[str, str]] = []
+        self._released = threading.Event()
+        self._hang = hang_first_actor_call
         fake = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -29,6 +34,9 @@ class FakeOpenAI:
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
                 fake.requests.append(body)
                 fake.headers.append({key.lower(): value for key, value in self.headers.items()})
+                if fake._hang and _is_actor(body) and sum(map(_is_actor, fake.requests)) == 1:
+                    fake._released.wait()
+                    return
                 payload = json.dumps(_completion(body)).encode()
                 self.send_response(200)
                 self.send_header("Content-Type", "application/json")
@@ -47,8 +55,13 @@ class FakeOpenAI:
         return self
 
     def __exit__(self, *exc_info: object) -> None:
+        self._released.set()
         self._server.shutdown()
         self._server.server_close()
+
+
+def _is_actor(body: dict[str, Any]) -> bool:
+    return not body["messages"][0]["content"].startswith(("You plan work", "You are an independent reviewer"))
 
 
 def _completion(body: dict[str, Any]) -> dict[str, Any]:
