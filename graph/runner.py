@@ -186,19 +186,20 @@ class Runner:
 
     async def _drive(self, thread_id: str, graph_input: Any, observe: Observer | None, context: RunSettings | None = None) -> RunReport:
         """Drive the run until it ends, waits or is cancelled, riding out short database outages."""
-        for outage in range(MAX_OUTAGES_PER_DRIVE + 1):
+        outages = 0
+        while True:
             try:
                 return await self._drive_leased(thread_id, graph_input, observe, context)
             except Exception as error:
                 lost = _connection_lost(error)
                 if lost is None:
                     raise
-                if outage == MAX_OUTAGES_PER_DRIVE or not await self._database_back():
-                    raise DatabaseLost(thread_id, _one_line(lost)) from None
+                outages += 1
+                if outages > MAX_OUTAGES_PER_DRIVE or not await self._database_back():
+                    raise DatabaseLost(thread_id, _one_line(lost)) from error
             # Back: continue from the last checkpoint (the original input if none was saved yet).
             if (await self._snapshot(thread_id)).values:
                 graph_input = None
-        raise AssertionError("unreachable: the last outage raises")
 
     async def _drive_leased(self, thread_id: str, graph_input: Any, observe: Observer | None, context: RunSettings | None) -> RunReport:
         async with run_lease(self.pool, thread_id):
@@ -258,8 +259,10 @@ class Runner:
     async def _database_back(self) -> bool:
         """Wait, with backoff, for the database to answer again; then drop the pool's dead connections."""
         deadline = time.monotonic() + outage_window_s()
-        for attempt in range(10_000):
+        attempt = 0
+        while True:
             await asyncio.sleep(DB_RETRY_DELAYS_S[min(attempt, len(DB_RETRY_DELAYS_S) - 1)])
+            attempt += 1
             try:
                 connection = await psycopg.AsyncConnection.connect(self._url, connect_timeout=2)
             except psycopg.Error:
@@ -269,7 +272,6 @@ class Runner:
             await connection.close()
             await self.pool.check()
             return True
-        return False
 
     async def _halt(self, thread_id: str) -> RunReport:
         """A cancelled run: USER_CANCEL in the registry, its checkpoint left resumable."""
