@@ -23,6 +23,7 @@ import typer
 from psycopg_pool import PoolTimeout
 from pydantic import ValidationError
 from rich.console import Console
+from rich.markup import escape
 
 from checkpoints.errors import CheckpointsError
 from graph.errors import BoundloopError, ConfigError
@@ -351,11 +352,11 @@ def _guarded(action: Any) -> None:
     try:
         action()
     except (BoundloopError, CheckpointsError, ToolsError) as error:
-        err.print(f"[bold red]error:[/bold red] {error}", highlight=False)
+        err.print(f"[bold red]error:[/bold red] {escape(str(error))}", highlight=False)
         raise typer.Exit(2) from None
     except (psycopg.OperationalError, PoolTimeout) as error:  # outside a drive: nothing was in flight
         reason = " ".join(str(error).split())[:300]
-        err.print(f"[bold red]error:[/bold red] database connection lost ({reason}); nothing was changed: retry when the database is back", highlight=False)
+        err.print(f"[bold red]error:[/bold red] database connection lost ({escape(reason)}); nothing was changed: retry when the database is back", highlight=False)
         raise typer.Exit(2) from None
     except KeyboardInterrupt:
         err.print("[yellow]interrupted; the run keeps its last checkpoint: continue with `boundloop resume RUN`[/yellow]")
