@@ -6,6 +6,7 @@ In-process runs against real Postgres, plus a real `boundloop` process killed mi
 
 from __future__ import annotations
 
+import asyncio
 import json
 import signal
 import subprocess
@@ -48,7 +49,12 @@ async def test_running_is_shown_only_while_a_process_holds_the_runs_lease(run_sc
     with psycopg.connect(db_url, autocommit=True) as driver:
         driver.execute(LEASE, (report.thread_id,))
         assert (await store.get_run(runner.pool, report.thread_id)).status == "running"
-    row = await store.get_run(runner.pool, report.thread_id)  # the driver's session ended without a word
+    # The driver's session ended without a word; its backend lets go of the lock a moment later.
+    for _ in range(100):
+        row = await store.get_run(runner.pool, report.thread_id)
+        if row.status != "running":
+            break
+        await asyncio.sleep(0.05)
     assert row.status == "stopped" and row.error == store.DIED_SILENTLY
 
 
