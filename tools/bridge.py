@@ -243,6 +243,8 @@ class _Connection:
             if self.task is not None and not self.task.done():  # the old owner still holds the dead client
                 self.task.cancel()
                 await asyncio.wait({self.task}, timeout=CLOSE_TIMEOUT_S)
+                if not self.task.done():
+                    return False  # it does not let go: never run two owners (and two processes) side by side
             self.reconnects += 1
             logger.warning("MCP server %r: reconnecting (%d of %d) after: %s", self.config.name, self.reconnects, self.max_reconnects, self.failure)
             self.failure, self.start_error, self.client = None, None, None
