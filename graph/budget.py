@@ -32,9 +32,9 @@ class Budget(BaseModel):
     side_effects: int | None = None
     """Calls to tools that are not read-only."""
     input_tokens: int | None = 200_000
-    """Prompt tokens, from the model's usage metadata."""
+    """Prompt tokens, from the model's usage metadata (estimated when the provider sends none)."""
     output_tokens: int | None = 30_000
-    """Completion tokens, from the model's usage metadata."""
+    """Completion tokens, from the model's usage metadata (estimated when the provider sends none)."""
     cost_usd: float | None = None
     """Spend ceiling in US dollars, from the price table. A model without a price stops the run."""
     wall_clock_s: float | None = 300.0
@@ -46,7 +46,8 @@ class Budget(BaseModel):
     tool_result_chars: int | None = 200_000
     """Characters of tool output shown to the model, all calls together."""
     retries: int | None = 3
-    """Automatic retries of failed safe (read-only or idempotent) tool calls, all calls together."""
+    """Automatic retries of failed safe (read-only or idempotent) tool calls and of failed model
+    requests, all calls together."""
     parallel_calls: int = 4
     """Read-only calls dispatched at once."""
     escalations: int | None = 5
@@ -67,6 +68,7 @@ USAGE_COUNTERS = (
     "retries",
     "unpriced_model_calls",
     "escalations",
+    "estimated_usage_calls",
 )
 USAGE_MAPS = ("per_tool", "per_server", "calls_by_role")
 

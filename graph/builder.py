@@ -14,7 +14,7 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.runtime import Runtime
 
-from graph import guards
+from graph import deadline, guards
 from graph.budget import add_usage
 from graph.check import check_graph
 from graph.faults import crash_point
@@ -102,7 +102,8 @@ def _phase_node(name: str, node: Node, services: Services) -> Node:
     async def phase_node(state: dict[str, Any]) -> dict[str, Any]:
         crash_point(f"enter:{name}")
         started = time.perf_counter()
-        update = await node(state, services)
+        with deadline.step_deadline(deadline.budget_left_s(state.get("budget"), state.get("usage"))):
+            update = await node(state, services)
         return await _settle(name, state, update, started, services)
 
     phase_node.__name__ = name
@@ -111,7 +112,8 @@ def _phase_node(name: str, node: Node, services: Services) -> Node:
 
 def _task_node(node: Node, services: Services) -> Node:
     async def task_node(payload: dict[str, Any]) -> dict[str, Any]:
-        return await node(payload, services)
+        with deadline.step_deadline(payload.get("wall_clock_left_s")):
+            return await node(payload, services)
 
     task_node.__name__ = node.__name__
     return task_node

@@ -15,6 +15,7 @@ from langchain_core.messages import AIMessage
 from langgraph.types import Send
 
 from graph.budget import Budget, check_before_model_call, check_before_step
+from graph.deadline import budget_left_s
 from graph.status import Terminal
 
 Stop = Literal["escalate", "finalize"]
@@ -86,7 +87,7 @@ def route_after_act(state: dict[str, Any]) -> Literal["gate", "verify", "escalat
     if must_stop(state):
         return stop(state)
     last = state["messages"][-1]
-    if isinstance(last, AIMessage) and last.tool_calls:
+    if isinstance(last, AIMessage) and (last.tool_calls or last.invalid_tool_calls):
         return "gate"
     needs_judge = bool(state["task"].get("acceptance_criteria"))
     return "verify" if not needs_judge or may_call_model(state) else stop(state)
@@ -150,4 +151,5 @@ def _payload(state: dict[str, Any], call: dict[str, Any]) -> dict[str, Any]:
         "profile": state["task"]["profile"],
         "retries_left": retries_left,
         "usage": state["usage"],
+        "wall_clock_left_s": budget_left_s(state["budget"], state["usage"]),
     }

@@ -2,21 +2,37 @@
 
 `call_model` is the only place a node talks to a model: it passes the role and the role's call
 index (from checkpointed usage) as metadata — which is what makes the scripted model replay
-deterministically across crash and resume — and returns the usage delta of the call.
+deterministically across crash and resume — runs the request under the timeout, deadline, retry
+policy and circuit breaker of graph/model_calls.py, and returns the reply with the state update
+it costs (usage, breakers). A call that cannot be made raises `NoReply` carrying the
+ending (UNAVAILABLE_DEP or TIMEOUT) and what the attempts spent; nodes return that as their update.
+
+A provider that reports no usage is counted by estimate: one token per `CHARS_PER_TOKEN`
+characters of the request (messages and tool schemas) and of the reply, rounded up — more tokens
+than English text usually has (about 4 characters each), so an estimate trips a budget early
+rather than late. Such calls are counted in `usage.estimated_usage_calls`.
 """
 
 from __future__ import annotations
 
+import json
+import math
 import os
 from functools import lru_cache
 from typing import Any, Sequence
 
 from langchain_core.language_models.chat_models import BaseChatModel
-from langchain_core.messages import AIMessage, BaseMessage
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 
-from graph.budget import model_call_usage
+from checkpoints import store
+from graph import model_calls
+from graph.budget import Budget, Exhaustion, add_usage, check_before_model_call, model_call_usage
 from graph.errors import ModelNotConfigured
+from graph.replies import Reply, parse_reply
 from graph.scripted import INDEX_KEY, ROLE_KEY, ScriptedChatModel, load_script
+from graph.services import Services, current_run_id
+from graph.status import Terminal, ending
+from graph.task import RunSettings
 
 # USD per million tokens (input, output). Override or extend per run with RunSettings.prices.
 PRICES: dict[str, tuple[float, float]] = {
@@ -26,6 +42,17 @@ PRICES: dict[str, tuple[float, float]] = {
     "gpt-4.1": (2.00, 8.00),
     "gpt-4.1-nano": (0.10, 0.40),
 }
+
+CHARS_PER_TOKEN = 3
+"""Characters per token when a provider reports no usage (see the module docstring)."""
+PHASE_OF = {"planner": "plan", "actor": "act", "judge": "verify", "critic": "critique"}
+"""The phase node that calls each role: where a run stopped by the model's provider resumes."""
+REASK = (
+    "Your reply could not be used: {problem}. Reply again with only the JSON object the "
+    "instructions ask for, nothing before or after it."
+)
+MAX_ASKS = 3
+"""Times a role is asked for a reply of the expected shape before it counts as failing."""
 
 NO_MODEL = (
     "No API key for model {model!r}: set OPENAI_API_KEY (and OPENAI_BASE_URL for another "
@@ -55,7 +82,7 @@ def _build(model: str, script: str | None, base_url: str | None) -> BaseChatMode
         api_key=api_key,
         base_url=base_url or os.environ.get("OPENAI_BASE_URL"),
         temperature=0,
-        max_retries=2,
+        max_retries=0,  # retries are ours: budgeted, traced, behind the model's circuit (graph/model_calls.py)
         stream_usage=True,
     )
 
@@ -76,21 +103,143 @@ def price_of(settings: dict[str, Any], name: str) -> tuple[float, float] | None:
     return (0.0, 0.0) if settings.get("model") == "scripted" else PRICES.get(name)
 
 
+class NoReply(Exception):
+    """No usable reply: `update` (the ending, and what the calls spent) is the node's update."""
+
+    def __init__(self, update: dict[str, Any]) -> None:
+        super().__init__(update["ending"]["reason"])
+        self.update = update
+
+
 async def call_model(
     state: dict[str, Any],
+    services: Services,
     role: str,
     messages: Sequence[BaseMessage],
     *,
     tools: list[dict[str, Any]] | None = None,
+    spent: dict[str, Any] | None = None,
 ) -> tuple[AIMessage, dict[str, Any]]:
-    """Call the run's model as `role`; return the reply and the usage delta to add to state."""
+    """Call the run's model as `role`; return the reply and the update to add to state: the usage
+    delta and, when the model's circuit changed, the breaker state. `spent` is what earlier calls
+    of the same node cost (its usage counts for the call index and the retry budget)."""
     settings = state["settings"]
     model = model_for(settings)
     runnable = model.bind_tools(tools) if tools else model
-    index = state.get("usage", {}).get("calls_by_role", {}).get(role, 0)
-    reply = await runnable.ainvoke(list(messages), config={"metadata": {ROLE_KEY: role, INDEX_KEY: index}})
+    spent = spent or {}
+    usage = add_usage(state.get("usage"), spent.get("usage"))
+    index = usage["calls_by_role"].get(role, 0)
+    config = {"metadata": {ROLE_KEY: role, INDEX_KEY: index}}
+    retries = Budget.model_validate(state["budget"]).retries
+    try:
+        reply, attempts = await model_calls.invoke(
+            lambda: runnable.ainvoke(list(messages), config=config),
+            circuit=f"model:{model_id(settings)}",
+            breaker_state=spent.get("breakers") or state.get("breakers") or {},
+            retries_left=None if retries is None else max(retries - usage.get("retries", 0), 0),
+            timeout_s=settings.get("model_timeout_s") or RunSettings.model_fields["model_timeout_s"].default,
+            on_retry=_trace_retry(services, role),
+        )
+    except model_calls.ModelCallFailed as failed:
+        update = _attempts_update(failed.attempts)
+        update["usage"] = add_usage(spent.get("usage"), update["usage"])
+        raise NoReply({**spent, **update, "ending": _ending(state, role, failed)}) from None
+    update = _attempts_update(attempts)
+    update["usage"] = add_usage(update.get("usage"), _reply_usage(settings, role, messages, tools, reply))
+    return reply, update
+
+
+async def ask_for(
+    state: dict[str, Any], services: Services, role: str, messages: Sequence[BaseMessage], kind: type[Reply]
+) -> tuple[Reply | None, str | None, dict[str, Any]]:
+    """Ask `role` for a JSON reply of `kind`; a malformed reply is shown its problem and asked again,
+    up to MAX_ASKS calls in all, each charged like any call. Returns (reply or None, the last
+    problem, the update the calls cost). Raises `NoReply` when the budget stops the asking."""
+    spent: dict[str, Any] = {}
+    request = list(messages)
+    problem = None
+    for _ in range(MAX_ASKS):
+        if spent and (exhaustion := _exhausted(state, spent)) is not None:
+            stop = ending(exhaustion.code, exhaustion.message, exhaustion.next_safe_action, dimension=exhaustion.dimension)
+            raise NoReply({**spent, "ending": stop})
+        reply, update = await call_model(state, services, role, request, spent=spent)
+        spent = {**spent, **update, "usage": add_usage(spent.get("usage"), update["usage"])}
+        parsed, problem = parse_reply(str(reply.content), kind)
+        if parsed is not None:
+            return parsed, None, spent
+        request = [*request, reply, HumanMessage(REASK.format(problem=problem))]
+    return None, problem, spent
+
+
+def _exhausted(state: dict[str, Any], spent: dict[str, Any]) -> Exhaustion | None:
+    return check_before_model_call(add_usage(state.get("usage"), spent.get("usage")), Budget.model_validate(state["budget"]))
+
+
+def _reply_usage(
+    settings: dict[str, Any], role: str, messages: Sequence[BaseMessage], tools: list[dict[str, Any]] | None, reply: AIMessage
+) -> dict[str, Any]:
+    """The usage delta of one reply: the provider's counts, or an estimate when it sent none."""
     usage = reply.usage_metadata or {}
     input_tokens, output_tokens = usage.get("input_tokens", 0), usage.get("output_tokens", 0)
+    estimated = input_tokens <= 0  # a real request always has prompt tokens: none reported means no usage
+    if estimated:
+        input_tokens, output_tokens = estimate_tokens(messages, tools, reply)
     price = price_of(settings, model_id(settings))
     cost = None if price is None else (input_tokens * price[0] + output_tokens * price[1]) / 1_000_000
-    return reply, model_call_usage(role=role, input_tokens=input_tokens, output_tokens=output_tokens, cost_usd=cost)
+    delta = model_call_usage(role=role, input_tokens=input_tokens, output_tokens=output_tokens, cost_usd=cost)
+    return {**delta, "estimated_usage_calls": int(estimated)}
+
+
+def estimate_tokens(messages: Sequence[BaseMessage], tools: list[dict[str, Any]] | None, reply: AIMessage) -> tuple[int, int]:
+    """(input, output) tokens by the character heuristic of the module docstring."""
+    sent = sum(_chars(message) for message in messages) + len(json.dumps(tools or []))
+    return math.ceil(sent / CHARS_PER_TOKEN), math.ceil(_chars(reply) / CHARS_PER_TOKEN)
+
+
+def _chars(message: BaseMessage) -> int:
+    content = message.content if isinstance(message.content, str) else json.dumps(message.content)
+    calls = [*getattr(message, "tool_calls", []), *getattr(message, "invalid_tool_calls", [])]
+    return len(content) + (len(json.dumps(calls, default=str)) if calls else 0)
+
+
+def _attempts_update(attempts: model_calls.Attempts) -> dict[str, Any]:
+    update: dict[str, Any] = {"usage": {"retries": attempts.retries}}
+    if attempts.breakers is not None:
+        update["breakers"] = attempts.breakers
+    return update
+
+
+def _ending(state: dict[str, Any], role: str, failed: model_calls.ModelCallFailed) -> dict[str, str]:
+    if isinstance(failed, model_calls.DeadlineReached):
+        limit = state["budget"]["wall_clock_s"]
+        exhaustion = Exhaustion("wall_clock_s", limit, limit, Terminal.TIMEOUT)
+        return ending(Terminal.TIMEOUT, f"{exhaustion.message} The {role} call was cut off: {failed.reason}.",
+                      exhaustion.next_safe_action, dimension="wall_clock_s")
+    where = state["settings"].get("base_url") or os.environ.get("OPENAI_BASE_URL") or "the provider"
+    return ending(
+        Terminal.UNAVAILABLE_DEP,
+        f"the model {model_id(state['settings'])!r} is unavailable to the {role}: {failed.reason}.",
+        f"Check the model provider ({where}), its API key and model name; then continue the run with "
+        f"`boundloop resume {current_run_id()}`.",
+        dependency="model", resume_to=PHASE_OF[role],
+    )
+
+
+def _trace_retry(services: Services, role: str) -> model_calls.OnRetry:
+    async def record(retry: int, reason: str, delay_s: float) -> None:
+        await store.append_trace(await services.pool(), current_run_id(), "model_retry", node=PHASE_OF.get(role),
+                                 data={"role": role, "retry": retry, "error": reason, "backoff_s": round(delay_s, 3)})
+
+    return record
+
+
+def unusable_reply_ending(role: str, problem: str | None) -> dict[str, str]:
+    """How an unattended run ends when `role` never replied in the expected shape: a dependency
+    failure named for the role — nobody found the work wrong, so nothing is rolled back."""
+    return ending(
+        Terminal.UNAVAILABLE_DEP,
+        f"the {role} gave no usable reply in {MAX_ASKS} asks; the last one: {problem}.",
+        f"The work was not found wrong and is kept. Check the {role}'s model, then continue the run with "
+        f"`boundloop resume {current_run_id()}` (the {role} is asked again).",
+        dependency=role, resume_to=PHASE_OF[role],
+    )

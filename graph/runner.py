@@ -111,14 +111,16 @@ class Runner:
         self._cancel.set()
 
     async def resume(self, thread_id: str, *, decisions: dict[str, Any] | None = None, observe: Observer | None = None) -> RunReport:
-        """Continue a run from its last checkpoint: after a crash (no decisions) or with human decisions."""
+        """Continue a run from its last checkpoint: after a crash (no decisions), with human decisions,
+        or after a dependency was unavailable (UNAVAILABLE_DEP: the phase that stopped runs again)."""
         snapshot = await self._snapshot(thread_id)
         if not snapshot.values:
             raise RunNotFound(f"no run {thread_id!r} in this database; list runs with `boundloop runs`")
         # A kill can land after a task saved its writes but before the step's checkpoint: then
         # `next` is empty while `tasks` still holds the task, and resuming applies its writes.
         if not snapshot.next and not snapshot.tasks:
-            return await self.report(thread_id)
+            reopen = _reopening(snapshot.values)
+            return await (self._drive(thread_id, reopen, observe) if reopen else self.report(thread_id))
         decisions = decisions or _expired_rejections(snapshot.interrupts)
         command = Command(resume=decisions) if decisions else None
         return await self._drive(thread_id, command, observe)
@@ -323,6 +325,14 @@ def _what_for(report: RunReport) -> str:
         value = item["value"] if isinstance(item["value"], dict) else {}
         asks.append(" ".join(str(part) for part in (value.get("type"), value.get("call_id"), value.get("name")) if part))
     return f"{report.status}: {'; '.join(asks)}" if asks else report.status
+
+
+def _reopening(values: dict[str, Any]) -> Command | None:
+    """A run that ended UNAVAILABLE_DEP continues at the phase its dependency stopped (`resume_to`)."""
+    stopped = values.get("ending") or {}
+    if stopped.get("code") != Terminal.UNAVAILABLE_DEP or not stopped.get("resume_to"):
+        return None
+    return Command(update={"ending": None, "result": None, "status": {"phase": "resume"}}, goto=stopped["resume_to"])
 
 
 def _as_answer(decision: dict[str, Any]) -> dict[str, Any]:

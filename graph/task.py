@@ -139,6 +139,9 @@ class RunSettings(BaseModel):
     """Charge time spent waiting for a human to the wall-clock budget (default: only active time counts)."""
     tool_timeout_s: float = 30.0
     """Per-call timeout for tools; a call that runs longer is cancelled."""
+    model_timeout_s: float = Field(default=120.0, gt=0)
+    """Per-request timeout for the model; a request that runs longer is cancelled and retried
+    (within budget.retries). No call, of the model or of a tool, outlives the wall-clock budget."""
     max_result_chars: int = 4_000
     """Characters of one tool result the model sees; the full payload is stored."""
     review_threshold: float = 0.5

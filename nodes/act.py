@@ -7,7 +7,7 @@ from typing import Any
 
 from langchain_core.messages import HumanMessage, SystemMessage
 
-from graph.models import call_model
+from graph.models import NoReply, call_model
 from graph.prompts import ACTOR, SCHEMA_RULE, evidence_brief, task_brief
 from graph.services import Services, current_run_id
 
@@ -22,8 +22,11 @@ async def act(state: dict[str, Any], services: Services) -> dict[str, Any]:
         HumanMessage(_brief(state)),
         *state.get("messages", []),
     ]
-    reply, usage = await call_model(state, "actor", request, tools=[spec.for_model() for spec in registry.specs()])
-    return {"messages": [reply], "usage": usage, "status": {"phase": "act"}}
+    try:
+        reply, update = await call_model(state, services, "actor", request, tools=[spec.for_model() for spec in registry.specs()])
+    except NoReply as stopped:
+        return {**stopped.update, "status": {"phase": "act"}}
+    return {**update, "messages": [reply], "status": {"phase": "act"}}
 
 
 def _brief(state: dict[str, Any]) -> str:

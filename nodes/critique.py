@@ -1,7 +1,9 @@
 """critique: an independent critic scores the output on seed 000's rubric and lists defects.
 
 When the critic and the verifier disagree (one passes what the other fails), an attended run asks
-a human to review rather than trusting either.
+a human to review rather than trusting either. So it does when the critic (or, before it, the
+judge) gave no usable reply even when asked again and nobody else found the output wrong; an
+unattended run then ends UNAVAILABLE_DEP naming the role, and keeps its work.
 
 The critic sees the task, the output, the evidence and the verifier's findings — never the
 actor's messages. Its verdict passes only when every dimension meets its minimum (an L∞ gate:
@@ -15,9 +17,9 @@ from typing import Any
 from langchain_core.messages import HumanMessage, SystemMessage
 from pydantic import BaseModel, Field
 
-from graph.models import call_model
+from graph.budget import Budget
+from graph.models import NoReply, ask_for, unusable_reply_ending
 from graph.prompts import CRITIC, evidence_brief, task_brief
-from graph.replies import parse_reply
 from graph.services import Services
 
 RUBRIC: dict[str, tuple[float, float]] = {
@@ -58,17 +60,31 @@ async def critique(state: dict[str, Any], services: Services) -> dict[str, Any]:
             f"Verifier findings: {verification.get('failures') or 'none'}"
         ),
     ]
-    reply, usage = await call_model(state, "critic", request)
-    parsed, problem = parse_reply(str(reply.content), CriticReply)
-    quality["critique"] = score(parsed, problem, verification.get("passed", False))
-    return {"quality": quality, "usage": usage, "status": {"phase": "critique"}}
+    try:
+        parsed, problem, update = await ask_for(state, services, "critic", request, CriticReply)
+    except NoReply as stopped:
+        return {**stopped.update, "status": {"phase": "critique"}}
+    update["status"] = {"phase": "critique"}
+    if parsed is not None:
+        quality["critique"] = score(parsed, verification.get("passed", False))
+        return {**update, "quality": quality}
+    found_wrong = not verification.get("passed", False) and not verification.get("undecided")
+    if not found_wrong and not can_ask_a_human(state):
+        return {**update, "ending": unusable_reply_ending("critic", problem)}
+    # Found wrong by the verifier: its failures drive the repair. Otherwise a human reviews it.
+    quality["critique"] = {"passed": False, "disagree": not found_wrong, "unusable": f"critic {problem}", "weighted": 0.0,
+                           "scores": {}, "below_minimum": [], "defects": []}
+    return {**update, "quality": quality}
 
 
-def score(reply: CriticReply | None, problem: str | None, verified: bool) -> dict[str, Any]:
+def can_ask_a_human(state: dict[str, Any]) -> bool:
+    """An attended run with an escalation left: a human can review what a model could not judge."""
+    limit = Budget.model_validate(state["budget"]).escalations
+    return not state["settings"].get("unattended") and (limit is None or state["usage"].get("escalations", 0) < limit)
+
+
+def score(reply: CriticReply, verified: bool) -> dict[str, Any]:
     """Weighted score, the dimensions below their minimum, and the pass verdict."""
-    if reply is None:
-        return {"passed": False, "disagree": False, "weighted": 0.0, "scores": {}, "below_minimum": list(RUBRIC),
-                "defects": [{"location": "critic", "problem": f"critic {problem}", "repair_hint": ""}]}
     scores = reply.scores.model_dump()
     below = [name for name, (_, minimum) in RUBRIC.items() if scores[name] < minimum]
     weighted = round(sum(scores[name] * weight for name, (weight, _) in RUBRIC.items()), 4)

@@ -77,6 +77,8 @@ def _disagreement(quality: dict[str, Any]) -> dict[str, Any]:
     verification, critique = quality["verification"], quality["critique"]
     verifier = "passed" if verification["passed"] else "failed: " + "; ".join(f"{f['criterion']}: {f['reason']}" for f in verification["failures"])
     critic = "passed" if not critique["below_minimum"] else "failed: below the minimum on " + ", ".join(critique["below_minimum"])
+    if critique.get("unusable"):
+        critic = f"gave no usable reply ({critique['unusable']})"
     return {"type": "review", "output": verification["output"], "confidence": critique["weighted"],
             "reason": f"the verifier and the critic disagree: verifier {verifier}; critic {critic}"}
 

@@ -1,12 +1,14 @@
 """gate: decide each tool call the actor proposed, before anything runs.
 
 Refused calls get their one result message here (unknown_tool, invalid_arguments, denied,
-budget_exceeded, circuit_open, repeated_call); admitted calls are planned into dispatch waves;
+budget_exceeded, circuit_open, repeated_call) — so do calls whose arguments were not even JSON
+(LangChain's `invalid_tool_calls`); admitted calls are planned into dispatch waves;
 calls that need a human go to approve. Never dispatches a call itself.
 """
 
 from __future__ import annotations
 
+import json
 import time
 from typing import Any
 
@@ -17,6 +19,8 @@ from graph.services import Services, current_run_id
 from graph.status import Terminal, ending
 from tools import gateway
 
+MALFORMED = "invalid_arguments: {name}: the arguments are not valid JSON ({error}); received {raw!r}. Send the call again with a JSON object of named arguments."
+
 
 async def gate(state: dict[str, Any], services: Services) -> dict[str, Any]:
     reply = _last_ai(state)
@@ -26,15 +30,17 @@ async def gate(state: dict[str, Any], services: Services) -> dict[str, Any]:
         for position, call in enumerate(reply.tool_calls)
     ]
     budget = Budget.model_validate(state["budget"])
+    registry = await services.registry(current_run_id(), state["settings"])
     admissions = gateway.admit_all(
         proposed,
-        registry=await services.registry(current_run_id(), state["settings"]),
+        registry=registry,
         rules=gateway.run_policy(state["settings"], state["task"]["profile"]),
         budget=budget,
         usage=state["usage"],
         breaker_state=state.get("breakers") or {},
         now=time.time(),
     )
+    admissions += [_malformed(call, registry.get(call.name)) for call in _unparsed(reply, turn)]
     messages, observations, admitted, asks = [], [], [], []
     usage: dict[str, Any] = {}
     stopping = None
@@ -66,6 +72,25 @@ async def gate(state: dict[str, Any], services: Services) -> dict[str, Any]:
     if stopping:
         update["ending"] = stopping
     return update
+
+
+def _unparsed(reply: AIMessage, turn: int) -> list[gateway.ProposedCall]:
+    """The calls whose arguments LangChain could not parse (`invalid_tool_calls`), numbered after the others."""
+    return [
+        gateway.ProposedCall(f"a{turn}.{position}", call.get("id") or f"a{turn}.{position}", call.get("name") or "", call.get("args") or "")
+        for position, call in enumerate(reply.invalid_tool_calls, start=len(reply.tool_calls))
+    ]
+
+
+def _malformed(call: gateway.ProposedCall, spec: Any) -> gateway.Admission:
+    """The refusal of a call whose arguments are not a JSON object, naming the JSON error."""
+    try:
+        json.loads(call.args)
+        error = "they are JSON but not an object of named arguments"
+    except (json.JSONDecodeError, TypeError) as problem:
+        error = f"{getattr(problem, 'msg', problem)} at line {getattr(problem, 'lineno', 1)} column {getattr(problem, 'colno', 1)}"
+    text = MALFORMED.format(name=call.name or "(no name)", error=error, raw=str(call.args)[:200])
+    return gateway.Admission("invalid_arguments", gateway.describe(call, spec), text)
 
 
 def _step_for(steps: list[dict[str, Any]], tool: str) -> str | None:

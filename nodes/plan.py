@@ -8,7 +8,7 @@ from typing import Any
 from langchain_core.messages import HumanMessage, SystemMessage
 
 from graph.budget import Budget, remaining
-from graph.models import call_model
+from graph.models import NoReply, call_model
 from graph.plan import PlanReply
 from graph.prompts import PLANNER, task_brief
 from graph.replies import parse_reply
@@ -23,14 +23,17 @@ async def plan(state: dict[str, Any], services: Services) -> dict[str, Any]:
         SystemMessage(PLANNER),
         HumanMessage(_brief(state, registry.specs(), previous.get("errors") or [])),
     ]
-    reply, usage = await call_model(state, "planner", request)
+    try:
+        reply, update = await call_model(state, services, "planner", request)
+    except NoReply as stopped:
+        return {**stopped.update, "status": {"phase": "plan"}}
     parsed, problem = parse_reply(str(reply.content), PlanReply)
     attempt = previous.get("attempts", 0) + 1
     if parsed is None:
         new_plan = {"steps": [], "blocked": None, "attempts": attempt, "errors": [f"planner {problem}"]}
     else:
         new_plan = {**parsed.model_dump(mode="json"), "attempts": attempt, "errors": []}
-    return {"plan": new_plan, "usage": usage, "status": {"phase": "plan"}}
+    return {**update, "plan": new_plan, "status": {"phase": "plan"}}
 
 
 def _brief(state: dict[str, Any], specs: list[Any], errors: list[str]) -> str:

@@ -1,7 +1,11 @@
-"""verify: check the final answer — the output schema first (a hard gate), then the task's tests
-and artifact checks through tools, then the acceptance criteria through the judge model (seed
-002's order: tests → artifacts → an LLM judge as the fallback). Each stage runs only if the one
-before it passed: a failing test is reason enough to repair, without paying for a judge.
+"""verify: check the final answer — that there is one and the output schema (hard gates), then
+the task's tests and artifact checks through tools, then the acceptance criteria through the judge
+model (seed 002's order: tests → artifacts → an LLM judge as the fallback). Each stage runs only
+if the one before it passed: a failing test is reason enough to repair, without paying for a judge.
+
+A judge that gives no usable verdict, even asked again, fails nothing: an attended run records the
+verdict as undecided (the critic still scores, and a human reviews); an unattended run ends
+UNAVAILABLE_DEP naming the judge, its work kept.
 """
 
 from __future__ import annotations
@@ -15,10 +19,10 @@ from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
 from pydantic import BaseModel, Field
 
 from graph.budget import Budget, add_usage
-from graph.models import call_model
+from graph.models import MAX_ASKS, NoReply, ask_for, unusable_reply_ending
 from graph.prompts import JUDGE, evidence_brief, task_brief
-from graph.replies import parse_reply
 from graph.services import Services, current_run_id
+from nodes.critique import can_ask_a_human
 from nodes.execute import run_call
 from tools import gateway
 
@@ -36,27 +40,32 @@ class JudgeReply(BaseModel):
 async def verify(state: dict[str, Any], services: Services) -> dict[str, Any]:
     answer = final_answer(state)
     task = state["task"]
-    failures = schema_failures(answer, task.get("output_schema"))
+    failures = answer_failures(answer, task.get("output_schema"))
     update: dict[str, Any] = {"status": {"phase": "verify"}}
     if not failures and task.get("checks"):
         failures, checked = await run_checks(state, services)
         update.update(checked)
-    judged = False
+    judged, undecided = False, None
     if not failures and task.get("acceptance_criteria"):
         request = [
             SystemMessage(JUDGE),
             HumanMessage(f"{task_brief(task)}\n\nOutput:\n{answer}\n\nEvidence:\n{evidence_brief(state.get('observations', []))}"),
         ]
-        reply, judge_usage = await call_model(state, "judge", request)
-        update["usage"] = add_usage(update.get("usage"), judge_usage)
+        try:
+            verdict, problem, spent = await ask_for(state, services, "judge", request, JudgeReply)
+        except NoReply as stopped:
+            return {**update, **stopped.update, "usage": add_usage(update.get("usage"), stopped.update["usage"])}
+        update.update({**spent, "usage": add_usage(update.get("usage"), spent["usage"])})
         judged = True
-        verdict, problem = parse_reply(str(reply.content), JudgeReply)
+        if verdict is None and not can_ask_a_human(state):
+            return {**update, "ending": unusable_reply_ending("judge", problem)}
         if verdict is None:
-            failures = [{"criterion": "judge", "reason": f"judge {problem}"}]
+            undecided = "judge"
+            failures = [{"criterion": "judge", "reason": f"the judge gave no usable verdict in {MAX_ASKS} asks ({problem})"}]
         elif not verdict.passed:
             failures = [failure.model_dump() for failure in verdict.failures] or [{"criterion": "judge", "reason": "judge failed the output without reasons"}]
     quality = dict(state.get("quality") or {})
-    quality["verification"] = {"passed": not failures, "failures": failures, "judged": judged, "output": answer}
+    quality["verification"] = {"passed": not failures, "failures": failures, "judged": judged, "undecided": undecided, "output": answer}
     update["quality"] = quality
     return update
 
@@ -104,9 +113,16 @@ def check_failure(check: dict[str, Any], status: str, output: str) -> str | None
 
 def final_answer(state: dict[str, Any]) -> str:
     for message in reversed(state.get("messages", [])):
-        if isinstance(message, AIMessage) and not message.tool_calls:
+        if isinstance(message, AIMessage) and not message.tool_calls and not message.invalid_tool_calls:
             return str(message.content)
     return ""
+
+
+def answer_failures(answer: str, schema: dict[str, Any] | None) -> list[dict[str, str]]:
+    """The deterministic gates: an answer exists, and it conforms to the output schema."""
+    if not answer.strip():
+        return [{"criterion": "final answer", "reason": "the final answer is empty; give the result itself, not only tool calls"}]
+    return schema_failures(answer, schema)
 
 
 def schema_failures(answer: str, schema: dict[str, Any] | None) -> list[dict[str, str]]:

@@ -6,7 +6,9 @@
 #   2. PostgreSQL server binaries (apt-get, as root, when none are found) — the suite starts its own
 #      throwaway cluster, or uses BOUNDLOOP_TEST_ADMIN_URL when set;
 #   3. the MCP test peer server-everything (npm) in tests/.peers/ — skipped with a message when npm
-#      is missing; the tests that need it skip then.
+#      is missing; the tests that need it skip then;
+#   4. bubblewrap (apt-get, as root, when `bwrap` is missing) — the sandbox server runs every
+#      snippet in it and refuses to run any without it.
 # Runs unattended (CI=true, no stdin); needs network only to PyPI, Debian and npm.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -91,8 +93,14 @@ ensure_peer() {
     "$PEER_PACKAGE@$PEER_VERSION" </dev/null >/dev/null
 }
 
+ensure_bubblewrap() {
+  if command -v bwrap >/dev/null; then return; fi
+  apt_install bubblewrap
+}
+
 ensure_venv
 ensure_dependencies
 ensure_postgres
 ensure_peer
+ensure_bubblewrap
 exec "$VENV_PYTHON" -m pytest -q "$@"

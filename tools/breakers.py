@@ -21,7 +21,8 @@ failure. Which outcomes count: for the *tool* circuit, timeout, server_unavailab
 tool_error (the tool is not working, whatever the cause); for the *server* circuit only timeout
 and server_unavailable (the transport is failing; a tool reporting a bad argument says nothing
 about the server). Refusals before dispatch, cancellations and `unknown_after_crash` count for
-neither, nor as a repeat; any other dispatched outcome is a success.
+neither, nor as a repeat; any other dispatched outcome is a success. The model has a circuit of
+the same kind, `model:<model id>`, advanced per attempt by graph/model_calls.py (`record_circuit`).
 """
 
 from __future__ import annotations
@@ -123,6 +124,15 @@ def record(
     circuits[_tool_key(spec)] = _advance(circuits.get(_tool_key(spec)), status in _TOOL_FAILURES, now, settings)
     circuits[_server_key(spec)] = _advance(circuits.get(_server_key(spec)), status in _SERVER_FAILURES, now, settings)
     return {"calls": calls, "circuits": circuits}
+
+
+def record_circuit(
+    state: Mapping[str, Any], key: str, failed: bool, now: float, settings: BreakerSettings = DEFAULT_SETTINGS
+) -> dict[str, Any]:
+    """The breaker state after one outcome of circuit `key` (any circuit, e.g. `model:<id>`)."""
+    circuits = dict(state.get("circuits", {}))
+    circuits[key] = _advance(circuits.get(key), failed, now, settings)
+    return {**state, "circuits": circuits}
 
 
 def circuit_state(

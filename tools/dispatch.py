@@ -11,6 +11,8 @@ untrusted server's hint may not relax anything, and a retry is a relaxation). On
 and `server_unavailable` are retried; a `tool_error` is an answer, not a transient. A server
 the bridge already knows to be down (nothing was dispatched) is not waited for. Delays are
 exponential with full jitter: uniform(0, min(max_delay_s, base_delay_s * 2**(n-1))).
+No attempt outlives the run's deadline (graph/deadline.py): its timeout is the smaller of the
+tool's and the wall-clock budget left, and no retry starts once the deadline has passed.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import dataclasses
 import random
 from typing import Any, Awaitable, Callable, Protocol
 
+from graph import deadline
 from tools.bridge import ProgressFn
 from tools.outcome import CallOutcome
 from tools.registry import ToolSpec
@@ -70,10 +73,10 @@ async def call_with_retry(
     allowed = max_attempts if is_retryable(spec) else 1
     dispatched, latency_ms = 0, 0.0
     for attempt in range(1, allowed + 1):
-        outcome = await bridge.call(spec.server, spec.name, arguments, timeout_s=timeout_s, on_progress=on_progress)
+        outcome = await bridge.call(spec.server, spec.name, arguments, timeout_s=deadline.bound(timeout_s), on_progress=on_progress)
         dispatched += outcome.attempts
         latency_ms += outcome.latency_ms
-        if outcome.status not in RETRYABLE_STATUSES or outcome.attempts == 0 or attempt == allowed:
+        if outcome.status not in RETRYABLE_STATUSES or outcome.attempts == 0 or attempt == allowed or deadline.passed():
             break
         await sleep(rng.uniform(0.0, min(max_delay_s, base_delay_s * 2 ** (attempt - 1))))
     detail = outcome.detail if attempt == 1 else f"{outcome.detail} (after {attempt} attempts)"

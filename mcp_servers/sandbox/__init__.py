@@ -1,8 +1,9 @@
-"""sandbox: an MCP server that runs short Python snippets and commands in a locked-down child process.
+"""sandbox: an MCP server that runs short Python snippets and commands in a bubblewrap sandbox.
 
 Tools: run_python, run_command (not read-only, destructive, not idempotent: code can write files).
-Each child gets CPU, memory and file-size rlimits, a wall-time timeout that kills its process
-group, bounded output, and no network (a fresh user + network namespace; see `jail`).
+Each child runs in its own user, PID, mount, IPC and network namespaces with a read-only view of
+the system, its root and a private /tmp writable, CPU, memory, process and file-size limits, a
+wall-time timeout that kills its whole PID namespace, and bounded output (see `bubblewrap`).
 Run: `python -m mcp_servers.sandbox --root DIR [--allow-network] [limits] [--http --port N]`.
 """
 

@@ -20,6 +20,7 @@ def _build(args: argparse.Namespace) -> MCPServer:
         cpu_s=args.cpu_s,
         memory_mb=args.memory_mb,
         file_size_mb=args.file_size_mb,
+        max_processes=args.max_processes,
         output_chars=args.output_chars,
         max_timeout_s=args.max_timeout_s,
         allow_network=args.allow_network,
@@ -47,6 +48,12 @@ def main() -> None:
         help="largest file a run may write, MiB (default: %(default)s)",
     )
     parser.add_argument(
+        "--max-processes",
+        type=positive(int),
+        default=defaults.max_processes,
+        help="processes and threads one run may have at once (default: %(default)s)",
+    )
+    parser.add_argument(
         "--output-chars",
         type=positive(int),
         default=defaults.output_chars,
@@ -61,7 +68,7 @@ def main() -> None:
     parser.add_argument(
         "--allow-network",
         action="store_true",
-        help="let children use the host's network (default: an empty network namespace, or refuse to run)",
+        help="let children use the host's network (default: an empty network namespace)",
     )
     serve(parser, _build, default_port=8703)
 

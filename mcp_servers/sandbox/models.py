@@ -12,7 +12,11 @@ class RunResult(BaseModel):
     model_config = ConfigDict(use_attribute_docstrings=True)
 
     exit_code: int
-    """The process's exit status; negative when a signal ended it (-9 SIGKILL, -24 SIGXCPU)."""
+    """The process's exit status; negative when a signal ended it (-9 SIGKILL, -24 SIGXCPU).
+
+    bubblewrap reports a command ended by signal N as status 128 + N, as a shell does, so a
+    command that itself exits with 129 to 192 reads as a signal too.
+    """
     signal: str | None
     """Name of the signal that ended the process, e.g. 'SIGKILL' after a timeout; null if it exited."""
     stdout: str

@@ -1,13 +1,12 @@
-"""runner: start one jailed child, bound its wall time and output, and leave nothing of it running.
+"""runner: start one sandboxed child, bound its wall time and output, and leave nothing of it running.
 
-Owns the child's command line (through `jail`), environment, pipes, the wall-time timeout and the
-process-group kill. Never decides whether a run is allowed: the server does.
+Owns the pipes, the wall-time timeout and the kill. Never decides whether a run is allowed (the
+server does) nor what the child sees (`bubblewrap` does).
 
-The child leads a new session, so it and everything it forks share one process group. The group
-is killed with SIGKILL when the child exits (stragglers), when the timeout runs out, and when the
-call is cancelled. A descendant that calls setsid() leaves the group and escapes that kill; its
-CPU and memory stay bounded by the rlimits it inherited, and the runner stops waiting for its
-output shortly after the child itself ends.
+The process started is bwrap, in a new session. Everything the command forks lives in bwrap's PID
+namespace, whose init dies with bwrap (`--die-with-parent`) and with the command, taking every
+process of the namespace with it, even ones that called setsid() and forked again. bwrap's group
+is killed with SIGKILL when the timeout runs out and when the call is cancelled.
 """
 
 from __future__ import annotations
@@ -15,7 +14,6 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import sys
 import time
 from contextlib import suppress
 from pathlib import Path
@@ -23,42 +21,31 @@ from pathlib import Path
 import anyio
 from anyio.abc import ByteSendStream
 
-from mcp_servers.sandbox.limits import Limits
+from mcp_servers.sandbox.bubblewrap import Sandbox
 from mcp_servers.sandbox.models import RunResult
 from mcp_servers.sandbox.output import Capture
+from mcp_servers.sandbox.reaper import reap_adopted
 
-JAIL = Path(__file__).with_name("jail.py")
-# Once the child has ended, how long to keep reading pipes that an escaped descendant may hold open.
+# Once bwrap has ended, how long to keep reading pipes (nothing of the sandbox outlives bwrap).
 DRAIN_GRACE_S = 1.0
-PROBE_TIMEOUT_S = 10.0
+# bwrap reports a command killed by signal N as exit status 128 + N, as a shell does.
+_SIGNALLED = range(129, 129 + 64)
 
 
-def probe_isolation(limits: Limits) -> str | None:
-    """Why a child cannot be isolated from the network on this host, or None when it can."""
-    probe = subprocess.run(
-        [*_jail(limits), "--probe"],
-        capture_output=True,
-        text=True,
-        timeout=PROBE_TIMEOUT_S,
-        check=False,
-    )
-    return None if probe.returncode == 0 else (probe.stderr.strip() or f"jail probe exited {probe.returncode}")
-
-
-async def run(
-    command: list[str], *, cwd: Path, home: Path, stdin: str | None, timeout_s: float, limits: Limits
-) -> RunResult:
-    """Run `command` in the jail in `cwd`, with HOME set to `home`; return how it ended and its output."""
+async def run(sandbox: Sandbox, command: list[str], *, cwd: Path, stdin: str | None, timeout_s: float) -> RunResult:
+    """Run `command` in `sandbox` in `cwd`; return how it ended and its output."""
+    limits = sandbox.limits
     stdout, stderr = Capture(limits.output_chars), Capture(limits.output_chars)
     started = time.monotonic()
     process = await anyio.open_process(
-        [*_jail(limits), "--", *command],
+        sandbox.argv(command, cwd),
         stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
-        cwd=cwd,
-        env=_environment(home),
+        cwd="/",
+        env={"PATH": os.defpath},  # the server's variables (database URLs, keys) never reach bwrap
         start_new_session=True,
+        **sandbox.spawn_options(),
     )
     try:
         async with anyio.create_task_group() as pipes:
@@ -75,13 +62,16 @@ async def run(
             pipes.cancel_scope.deadline = anyio.current_time() + DRAIN_GRACE_S
     finally:
         _kill_group(process.pid)
-        await process.aclose()
+        with anyio.CancelScope(shield=True):  # a cancelled call still reaps what it started
+            await process.aclose()
+            await anyio.to_thread.run_sync(reap_adopted)
     assert process.returncode is not None
+    exit_code = -(process.returncode - 128) if process.returncode in _SIGNALLED else process.returncode
     out, out_cut = stdout.text()
     err, err_cut = stderr.text()
     return RunResult(
-        exit_code=process.returncode,
-        signal=signal.Signals(-process.returncode).name if process.returncode < 0 else None,
+        exit_code=exit_code,
+        signal=_signal_name(-exit_code) if exit_code < 0 else None,
         stdout=out,
         stderr=err,
         timed_out=deadline.cancelled_caught,
@@ -90,20 +80,11 @@ async def run(
     )
 
 
-def _jail(limits: Limits) -> list[str]:
-    # -I -S: the jail runs on the standard library alone, untouched by the environment or site-packages.
-    return [sys.executable, "-I", "-S", str(JAIL), *limits.jail_flags()]
-
-
-def _environment(home: Path) -> dict[str, str]:
-    """A small, fixed environment: the server's own variables (database URLs, keys) never reach a child."""
-    return {
-        "PATH": os.environ.get("PATH", os.defpath),
-        "HOME": str(home),
-        "LANG": "C.UTF-8",
-        "PYTHONUNBUFFERED": "1",  # output written before a kill is still captured
-        "PYTHONDONTWRITEBYTECODE": "1",
-    }
+def _signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:  # a real-time signal
+        return f"signal {number}"
 
 
 async def _feed(stream: ByteSendStream, data: bytes) -> None:

@@ -17,6 +17,7 @@ def _build(args: argparse.Namespace) -> MCPServer:
         max_read_chars=args.max_read_chars,
         max_write_bytes=args.max_write_bytes,
         journal_dir=args.journal_dir,
+        allow_hard_links=args.allow_hard_links,
     )
 
 
@@ -39,6 +40,12 @@ def main() -> None:
         "--journal-dir",
         type=Path,
         help="where keyed writes are journaled (default: a per-root directory under the system temp dir)",
+    )
+    parser.add_argument(
+        "--allow-hard-links",
+        action="store_true",
+        help="read and replace files that have more than one hard link (default: refuse them, since "
+        "another name of such a file may lie outside the root)",
     )
     serve(parser, _build, default_port=8701)
 

@@ -18,10 +18,10 @@ class _Result(BaseModel):
 class Entry(_Result):
     path: str
     """Relative to the workspace root."""
-    kind: Literal["file", "directory", "symlink"]
-    """Symlinks are listed, never followed."""
+    kind: Literal["file", "directory", "symlink", "other"]
+    """Symlinks are listed, never followed; 'other' is a FIFO, device or socket, which the tools refuse."""
     size_bytes: int | None
-    """Size of a file; null for directories and symlinks."""
+    """Size of a regular file; null for everything else."""
 
 
 class Listing(_Result):

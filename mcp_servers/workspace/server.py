@@ -1,15 +1,17 @@
 """server: the workspace MCP server, text files confined to one root directory.
 
 Owns the tool surface (names, titles, descriptions, parameters, annotations, limits) and the order
-of steps inside each tool. Never resolves a path itself (`paths.confine` does, for every path of
-every call) and never does raw file I/O (`files` does).
+of steps inside each tool. Never reads a path itself (`paths.parts` does, for every path of every
+call) and never opens anything but through `beneath`, which follows no symlink.
 
 No `from __future__ import annotations` here: the SDK reads each tool's annotations at
 registration, and some of them name values local to `build_server`.
 """
 
 import os
-from collections.abc import Iterator
+import stat
+from collections.abc import Iterator, Sequence
+from contextlib import closing, contextmanager
 from fnmatch import fnmatch
 from itertools import islice
 from pathlib import Path
@@ -20,7 +22,8 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import ToolAnnotations
 from pydantic import Field
 
-from mcp_servers.workspace.files import os_errors, read_existing, read_text, replace_text, sha256
+from mcp_servers.workspace.beneath import Beneath
+from mcp_servers.workspace.files import Files, os_errors, sha256
 from mcp_servers.workspace.journal import Journal, default_directory
 from mcp_servers.workspace.models import (
     Deleted,
@@ -33,7 +36,8 @@ from mcp_servers.workspace.models import (
     SearchResult,
     Written,
 )
-from mcp_servers.workspace.paths import confine
+from mcp_servers.workspace.paths import parts
+from mcp_servers.workspace.tree import walk
 
 DEFAULT_MAX_READ_CHARS = 100_000
 DEFAULT_MAX_WRITE_BYTES = 1_000_000
@@ -74,22 +78,46 @@ def build_server(
     max_read_chars: int = DEFAULT_MAX_READ_CHARS,
     max_write_bytes: int = DEFAULT_MAX_WRITE_BYTES,
     journal_dir: Path | None = None,
+    allow_hard_links: bool = False,
 ) -> MCPServer:
-    """A workspace server over `root` (created if missing). Keyed writes are journaled in `journal_dir`."""
+    """A workspace server over `root` (created if missing). Keyed writes are journaled in `journal_dir`.
+
+    Files with more than one hard link are refused for content reads and writes unless `allow_hard_links`.
+    """
     root.mkdir(parents=True, exist_ok=True)
     root = root.resolve()
+    beneath = Beneath(root)
+    files = Files(beneath, allow_hard_links=allow_hard_links)
     journal = Journal(journal_dir or default_directory(root))
     mcp = MCPServer(
         "boundloop-workspace",
         instructions=(
             "Text files under one workspace root. Paths are relative to the root; paths that lead "
-            "outside it ('..', '~', absolute paths elsewhere, symlinks out) are refused. "
+            "outside it ('..', '~', absolute paths elsewhere) are refused, and symlinks are never followed. "
             "Writes return what they replaced, so they can be undone."
         ),
     )
 
-    def relative(location: Path) -> str:
-        return location.relative_to(root).as_posix()
+    def mode_of(names: Sequence[str], path: str) -> int:
+        """The file type and mode of `names`, itself not followed if it is a symlink."""
+        with os_errors(path):
+            handle = beneath.open(names, os.O_PATH)
+            try:
+                return os.fstat(handle).st_mode
+            finally:
+                os.close(handle)
+
+    @contextmanager
+    def directory_to_read(names: Sequence[str], path: str) -> Iterator[int]:
+        """A read descriptor of the directory `names`; NOT_A_DIRECTORY for anything else."""
+        if not stat.S_ISDIR(mode_of(names, path)):
+            raise ToolError(NOT_A_DIRECTORY.format(path=path))
+        with os_errors(path):
+            fd = beneath.open(names, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            yield fd
+        finally:
+            os.close(fd)
 
     @mcp.tool(title="List files", annotations=READ_ONLY)
     def list_files(
@@ -99,15 +127,19 @@ def build_server(
     ) -> Listing:
         """List the files and directories in a workspace directory, sorted by name.
 
-        Symlinks are listed as such and never followed. Returns at most 1000 entries; `truncated`
-        says when there were more (narrow `path` or `pattern`).
+        Symlinks are listed as such and never followed; FIFOs, devices and sockets are listed as
+        'other'. Returns at most 1000 entries; `truncated` says when there were more (narrow `path`
+        or `pattern`).
         """
-        directory = confine(root, path)
-        with os_errors(path):
-            if directory.is_file():
-                raise ToolError(NOT_A_DIRECTORY.format(path=path))
-            found = (e for e in _walk(directory, recursive) if fnmatch(e.name, pattern))
-            entries = [_entry(e, relative(Path(e.path))) for e in islice(found, LIST_LIMIT + 1)]
+        names = parts(root, path)
+        with (
+            directory_to_read(names, path) as fd,
+            closing(walk(beneath, fd, _prefix(names), recursive=recursive)) as found,
+        ):
+            entries = [
+                Entry(path=f.path, kind=f.kind, size_bytes=f.size_bytes)
+                for f in islice((f for f in found if fnmatch(f.name, pattern)), LIST_LIMIT + 1)
+            ]
         return Listing(entries=entries[:LIST_LIMIT], truncated=len(entries) > LIST_LIMIT)
 
     @mcp.tool(title="Read a file", annotations=READ_ONLY)
@@ -122,11 +154,12 @@ def build_server(
         """Read a UTF-8 text file from the workspace.
 
         Returns at most `max_chars` characters (capped by the server) starting at `offset`;
-        `next_offset` says where to continue. Files over 10 MB and non-text files are refused.
+        `next_offset` says where to continue. Files over 10 MB, non-text files, symlinks and
+        special files are refused.
         """
-        location = confine(root, path)
-        text = read_text(
-            location,
+        names = parts(root, path)
+        text = files.read_text(
+            names,
             path,
             tool="read_file",
             limit_bytes=READ_FILE_LIMIT_BYTES,
@@ -137,7 +170,7 @@ def build_server(
         content = text[offset : offset + min(max_chars or max_read_chars, max_read_chars)]
         end = offset + len(content)
         return FileText(
-            path=relative(location),
+            path="/".join(names),
             content=content,
             offset=offset,
             total_chars=len(text),
@@ -153,35 +186,41 @@ def build_server(
     ) -> SearchResult:
         """Find lines containing a literal text in the workspace's text files, recursively.
 
-        Skips symlinks, binary files and files over 1 MB; scans at most 5000 files. Each line is
-        cut to 200 characters around the match. `truncated` says the search stopped early.
+        Skips symlinks, special files, binary files and files over 1 MB; scans at most 5000 files.
+        Each line is cut to 200 characters around the match. `truncated` says the search stopped early.
         """
         if not query:
             raise ToolError(EMPTY_ARGUMENT.format(name="query", purpose="find"))
-        location = confine(root, path)
-        with os_errors(path):
-            if location.is_file():
-                files = [location]
-            else:
-                candidates = (
-                    Path(e.path)
-                    for e in _walk(location, recursive=True)
-                    if e.is_file(follow_symlinks=False) and fnmatch(e.name, glob)
-                )
-                files = list(islice(candidates, SEARCH_FILE_LIMIT + 1))
-        truncated = len(files) > SEARCH_FILE_LIMIT
+        names = parts(root, path)
         matches: list[Match] = []
         scanned = 0
-        for candidate in files[:SEARCH_FILE_LIMIT]:
+        truncated = False
+
+        def scan(name: str, dir_fd: int, shown: str) -> bool:
+            """Add the matches of one file; False once the results are full."""
+            nonlocal scanned
             scanned += 1
             matches.extend(
-                Match(path=relative(candidate), line_number=number, line=_excerpt(line, query))
-                for number, line in _lines_of_text(candidate)
+                Match(path=shown, line_number=number, line=_excerpt(line, query))
+                for number, line in files.lines(name, dir_fd, limit_bytes=SEARCH_FILE_BYTES)
                 if query in line
             )
-            if len(matches) > max_results:
-                truncated = True
-                break
+            return len(matches) <= max_results
+
+        if not stat.S_ISDIR(mode_of(names, path)):
+            with os_errors(path), beneath.directory(names[:-1]) as parent:
+                truncated = not scan(names[-1], parent, "/".join(names))
+        else:
+            with (
+                directory_to_read(names, path) as fd,
+                closing(walk(beneath, fd, _prefix(names), recursive=True)) as found,
+            ):
+                for candidate in found:
+                    if candidate.kind != "file" or not fnmatch(candidate.name, glob):
+                        continue
+                    if scanned == SEARCH_FILE_LIMIT or not scan(candidate.name, candidate.dir_fd, candidate.path):
+                        truncated = True
+                        break
         return SearchResult(matches=matches[:max_results], files_scanned=scanned, truncated=truncated)
 
     @mcp.tool(title="Write a file", annotations=OVERWRITES)
@@ -197,18 +236,20 @@ def build_server(
 
         Returns the previous content (null if the file is new), so the write can be undone.
         Content over the server's size limit (1 MB by default) is refused, and so is replacing a
-        file whose old content cannot be kept (binary or over the limit). With `idempotency_key`,
-        a repeat (even after a server crash) returns the first result and writes nothing new.
+        file whose old content cannot be kept (binary, over the limit, a symlink or a special file).
+        With `idempotency_key`, a repeat (even after a server crash) returns the first result and
+        writes nothing new.
         """
-        location = confine(root, path)
+        names = parts(root, path)
         size = len(content.encode())
         if size > max_write_bytes:
             raise ToolError(CONTENT_TOO_LARGE.format(size=size, tool="write_file", limit=max_write_bytes))
+        shown = "/".join(names)
 
         def describe() -> Written:
-            previous = read_existing(location, path, tool="write_file", limit_bytes=max_write_bytes)
+            previous = files.read_existing(names, path, tool="write_file", limit_bytes=max_write_bytes)
             return Written(
-                path=relative(location),
+                path=shown,
                 sha256=sha256(content),
                 size_bytes=size,
                 created=previous is None,
@@ -218,7 +259,7 @@ def build_server(
 
         if idempotency_key is None:
             written = describe()
-            replace_text(location, path, content)
+            files.replace_text(names, path, content)
             return written
         # The promise is journaled before the write and marked done after it: a crash in between
         # leaves a promise that the replay keeps, with the content that was there first.
@@ -227,10 +268,10 @@ def build_server(
             entry = {"written": describe().model_dump(), "done": False}
             journal.put(idempotency_key, entry)
         written = Written.model_validate(entry["written"])
-        if (written.path, written.sha256) != (relative(location), sha256(content)):
+        if (written.path, written.sha256) != (shown, sha256(content)):
             raise ToolError(KEY_REUSED.format(key=idempotency_key, path=written.path))
         if not entry["done"]:
-            replace_text(location, path, content)
+            files.replace_text(names, path, content)
             journal.put(idempotency_key, {**entry, "done": True})
         return written
 
@@ -247,8 +288,10 @@ def build_server(
         """
         if not old:
             raise ToolError(EMPTY_ARGUMENT.format(name="old", purpose="replace"))
-        location = confine(root, path)
-        text = read_text(location, path, tool="edit_file", limit_bytes=max_write_bytes, fix="it is too large to edit")
+        names = parts(root, path)
+        text = files.read_text(
+            names, path, tool="edit_file", limit_bytes=max_write_bytes, fix="it is too large to edit"
+        )
         first = text.find(old)
         if first < 0:
             raise ToolError(OLD_NOT_FOUND.format(path=path))
@@ -261,9 +304,9 @@ def build_server(
         size = len(updated.encode())
         if size > max_write_bytes:
             raise ToolError(CONTENT_TOO_LARGE.format(size=size, tool="edit_file", limit=max_write_bytes))
-        replace_text(location, path, updated)
+        files.replace_text(names, path, updated)
         return Edited(
-            path=relative(location),
+            path="/".join(names),
             sha256=sha256(updated),
             previous_sha256=sha256(text),
             previous_content=text,
@@ -276,70 +319,44 @@ def build_server(
     ) -> Moved:
         """Move or rename a file or directory inside the workspace (parent directories are created).
 
-        Never overwrites: an existing destination is refused. Undo by moving it back.
+        Never overwrites: an existing destination is refused. A symlink is moved as a link. Undo by
+        moving it back.
         """
-        origin = confine(root, source)
-        target = confine(root, destination)
-        if origin == root:
+        origin, target = parts(root, source), parts(root, destination)
+        if not origin:
             raise ToolError(ROOT_NOT_MOVABLE.format(path=source))
-        with os_errors(source):
-            os.lstat(origin)
-        if os.path.lexists(target):
+        if not target:
             raise ToolError(DESTINATION_EXISTS.format(path=destination))
-        with os_errors(destination):
-            target.parent.mkdir(parents=True, exist_ok=True)
-            os.rename(origin, target)
-        return Moved(source=relative(origin), destination=relative(target))
+        with os_errors(source), beneath.directory(origin[:-1]) as from_dir:
+            os.stat(origin[-1], dir_fd=from_dir, follow_symlinks=False)
+            with os_errors(destination), beneath.directory(target[:-1], create=True) as to_dir:
+                try:
+                    os.stat(target[-1], dir_fd=to_dir, follow_symlinks=False)
+                except FileNotFoundError:
+                    os.rename(origin[-1], target[-1], src_dir_fd=from_dir, dst_dir_fd=to_dir)
+                else:
+                    raise ToolError(DESTINATION_EXISTS.format(path=destination))
+        return Moved(source="/".join(origin), destination="/".join(target))
 
     @mcp.tool(title="Delete a file", annotations=REMOVES)
     def delete_file(path: PathArg) -> Deleted:
         """Delete one text file from the workspace and return its content, so it can be restored.
 
-        Directories, binary files and files over the write limit are refused (their content could
-        not be returned for undo).
+        Directories, symlinks, special files, binary files and files over the write limit are
+        refused (their content could not be returned for undo).
         """
-        location = confine(root, path)
-        content = read_text(
-            location,
-            path,
-            tool="delete_file",
-            limit_bytes=max_write_bytes,
-            fix="its content could not be returned for undo, so it is kept",
+        names = parts(root, path)
+        content = files.delete_text(
+            names, path, limit_bytes=max_write_bytes, fix="its content could not be returned for undo, so it is kept"
         )
-        with os_errors(path):
-            os.unlink(location)
-        return Deleted(path=relative(location), sha256=sha256(content), deleted_content=content)
+        return Deleted(path="/".join(names), sha256=sha256(content), deleted_content=content)
 
     return mcp
 
 
-def _walk(directory: Path, recursive: bool) -> Iterator[os.DirEntry[str]]:
-    """Entries of `directory` sorted by name, depth first; symlinked directories are not entered."""
-    with os.scandir(directory) as scan:
-        children = sorted(scan, key=lambda entry: entry.name)
-    for child in children:
-        yield child
-        if recursive and child.is_dir(follow_symlinks=False):
-            yield from _walk(Path(child.path), recursive)
-
-
-def _entry(entry: os.DirEntry[str], path: str) -> Entry:
-    if entry.is_symlink():
-        return Entry(path=path, kind="symlink", size_bytes=None)
-    if entry.is_dir():
-        return Entry(path=path, kind="directory", size_bytes=None)
-    return Entry(path=path, kind="file", size_bytes=entry.stat().st_size)
-
-
-def _lines_of_text(location: Path) -> Iterator[tuple[int, str]]:
-    """Numbered lines of a small UTF-8 file; nothing for large, binary or unreadable files."""
-    try:
-        if location.stat().st_size > SEARCH_FILE_BYTES:
-            return
-        text = location.read_bytes().decode("utf-8")
-    except (OSError, UnicodeDecodeError):
-        return
-    yield from enumerate(text.splitlines(), start=1)
+def _prefix(names: Sequence[str]) -> str:
+    """How entries of the directory `names` begin, relative to the root."""
+    return "".join(name + "/" for name in names)
 
 
 def _excerpt(line: str, query: str) -> str:

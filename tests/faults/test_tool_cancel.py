@@ -74,7 +74,7 @@ def test_ctrl_c_cancels_a_hung_side_effecting_call_and_the_resumed_run_pages_onc
 @pytest.fixture
 def hanging_model() -> Iterator[str]:
     """An OpenAI-compatible endpoint whose first actor request never gets an answer; the rest do."""
-    with FakeOpenAI(hang_first_actor_call=True) as fake:
+    with FakeOpenAI(faults={"actor": [{"hang_s": 300}]}) as fake:
         yield fake.base_url
 
 

@@ -1,10 +1,15 @@
-"""The sandbox runs code with its output captured and every limit enforced by the kernel, with no network."""
+"""The sandbox runs code with its output captured and every limit enforced by the kernel, with no network.
+
+What it keeps in (the host's files, sockets, processes) is tested in tests/security/test_sandbox_escape.py.
+"""
 
 from __future__ import annotations
 
 import os
 import shutil
 import socket
+import subprocess
+import sys
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -14,9 +19,11 @@ import anyio
 import pytest
 from mcp import Client
 
-from mcp_servers.sandbox.server import NO_ISOLATION
+from mcp_servers.sandbox.bubblewrap import NOT_INSTALLED
+from mcp_servers.sandbox.server import NOT_CONFINED, UNAVAILABLE
 from mcp_servers.workspace.paths import OUTSIDE_ROOT
-from tests.mcp_servers.launch import error_text, exited, hints, http, stdio, structured
+from tests.mcp_servers.launch import REPO, error_text, hints, http, stdio, structured
+from tests.mcp_servers.sandboxes import all_gone, searchable_root, sleeper, token
 
 # Starts the server in a user namespace that may create no further namespaces: the host "forbids" isolation.
 NO_NAMESPACES = ["unshare", "--user", "--map-root-user", "sh", "-c",
@@ -24,9 +31,9 @@ NO_NAMESPACES = ["unshare", "--user", "--map-root-user", "sh", "-c",
 
 
 @pytest.fixture
-def root(tmp_path: Path) -> Path:
-    (tmp_path / "root").mkdir()
-    return tmp_path / "root"
+def root() -> Iterator[Path]:
+    with searchable_root() as path:
+        yield path
 
 
 @pytest.fixture
@@ -75,38 +82,50 @@ async def test_run_python_captures_exit_code_stdout_stderr_and_feeds_stdin(root:
     }
 
 
-async def test_the_wall_timeout_kills_the_whole_process_group(root: Path) -> None:
-    """A grandchild the snippet started dies with it."""
-    code = "import subprocess, time\nprint(subprocess.Popen(['sleep', '600']).pid, flush=True)\ntime.sleep(600)\n"
+async def test_the_wall_timeout_kills_everything_the_snippet_started(root: Path) -> None:
+    """A grandchild the snippet started dies with it; the file it wrote proves it ran."""
+    mark = token()
+    code = (
+        "import subprocess, time\n"
+        f"subprocess.Popen(['python3', '-c', {sleeper(mark)!r}])\n"
+        "open('started', 'w').close()\n"
+        "time.sleep(600)\n"
+    )
     async with sandbox(root) as client:
-        result = await run_python(client, code, timeout_s=1)
+        result = await run_python(client, code, timeout_s=2)
     assert (result["timed_out"], result["signal"]) == (True, "SIGKILL")
-    assert exited(int(result["stdout"]))
+    assert (root / "started").exists()
+    assert all_gone(mark)
 
 
 async def test_processes_left_behind_by_a_finished_run_are_killed(root: Path) -> None:
     """A background process the snippet leaves behind does not outlive the run."""
-    code = "import subprocess; print(subprocess.Popen(['sleep', '600']).pid)"
+    mark = token()
+    code = f"import subprocess; subprocess.Popen(['python3', '-c', {sleeper(mark)!r}])"
     async with sandbox(root) as client:
         result = await run_python(client, code)
     assert (result["exit_code"], result["timed_out"]) == (0, False)
-    assert exited(int(result["stdout"]))
+    assert all_gone(mark)
 
 
-async def test_cancelling_a_call_mid_run_kills_its_process_group(root: Path) -> None:
-    """The snippet starts a grandchild and reports its pid through a FIFO; then the caller gives up."""
+async def test_cancelling_a_call_mid_run_kills_everything_it_started(root: Path) -> None:
+    """The snippet starts a grandchild and says so through a FIFO; then the caller gives up."""
     os.mkfifo(root / "started")
+    os.chmod(root / "started", 0o666)  # the sandbox runs as another user
+    mark = token()
     code = (
         "import subprocess, time\n"
-        "open('started', 'w').write(str(subprocess.Popen(['sleep', '600']).pid))\n"
+        f"subprocess.Popen(['python3', '-c', {sleeper(mark)!r}])\n"
+        "open('started', 'w').write('yes')\n"
         "time.sleep(600)\n"
     )
     async with sandbox(root) as client, anyio.create_task_group() as call:
         call.start_soon(client.call_tool, "run_python", {"code": code, "timeout_s": 120})
         with anyio.fail_after(60):
-            grandchild = await anyio.to_thread.run_sync((root / "started").read_text, abandon_on_cancel=True)
+            started = await anyio.to_thread.run_sync((root / "started").read_text, abandon_on_cancel=True)
         call.cancel_scope.cancel()
-    assert exited(int(grandchild))
+    assert started == "yes"
+    assert all_gone(mark)
 
 
 async def test_the_cpu_limit_stops_a_busy_loop_with_sigxcpu(root: Path) -> None:
@@ -143,11 +162,11 @@ async def test_long_output_is_cut_in_the_middle_and_marked_truncated(root: Path)
 
 
 async def test_a_child_cannot_reach_a_socket_listening_on_loopback(root: Path, listener: socket.socket) -> None:
-    """In its own network namespace the child has no usable interface, not even loopback."""
+    """In its own network namespace the child's loopback is its own: nothing of the host's listens there."""
     async with sandbox(root) as client:
         result = await run_python(client, connect_code(listener))
     assert result["exit_code"] == 1
-    assert result["stderr"].endswith("OSError: [Errno 101] Network is unreachable\n")
+    assert result["stderr"].endswith("ConnectionRefusedError: [Errno 111] Connection refused\n")
     with pytest.raises(BlockingIOError):
         listener.accept()
 
@@ -164,15 +183,24 @@ async def test_with_allow_network_the_same_child_connects(root: Path, listener: 
 
 
 @pytest.mark.skipif(shutil.which("unshare") is None, reason="needs util-linux unshare")
-async def test_without_namespaces_nothing_runs_unless_network_is_allowed(root: Path) -> None:
-    """Where isolation is impossible the sandbox refuses, names the reason, and names the flag."""
+async def test_without_user_namespaces_nothing_runs(root: Path) -> None:
+    """Where the sandbox cannot be built the server refuses every run, with the reason."""
     async with stdio("sandbox", "--root", str(root), command=NO_NAMESPACES) as (client, _):
         result = await client.call_tool("run_python", {"code": "open('ran', 'w')"})
-    reason = (
-        "sandbox: could not lock the child down: "
-        "[Errno 28] unshare(CLONE_NEWUSER | CLONE_NEWNET) failed: No space left on device"
-    )
-    assert error_text(result) == "Error executing tool run_python: " + NO_ISOLATION.format(reason=reason)
+    prefix = NOT_CONFINED.format(reason="").removesuffix("()")
+    assert error_text(result).startswith(f"Error executing tool run_python: {prefix}(")
+    assert not (root / "ran").exists()
+
+
+async def test_without_bubblewrap_the_server_says_so_in_one_line_and_runs_nothing(root: Path) -> None:
+    """bwrap is looked up on PATH: with none there, startup prints the fix and every call names it."""
+    without_bwrap = ["env", "PATH=/nonexistent"]
+    argv = [*without_bwrap, sys.executable, "-m", "mcp_servers.sandbox", "--root", str(root)]
+    startup = subprocess.run(argv, cwd=REPO, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60)
+    async with stdio("sandbox", "--root", str(root), command=without_bwrap) as (client, _):
+        result = await client.call_tool("run_command", {"argv": ["touch", "ran"]})
+    assert (startup.returncode, startup.stderr) == (0, UNAVAILABLE.format(reason=NOT_INSTALLED) + "\n")
+    assert error_text(result) == "Error executing tool run_command: " + NOT_CONFINED.format(reason=NOT_INSTALLED)
     assert not (root / "ran").exists()
 
 
@@ -189,10 +217,13 @@ async def test_run_command_runs_argv_without_a_shell_in_a_confined_cwd(root: Pat
 
 
 async def test_run_command_reports_a_missing_program_as_exit_127(root: Path) -> None:
-    """As a shell would, with a message naming the program."""
+    """As a shell would, with a message naming the program (from prlimit, which starts it)."""
     async with sandbox(root) as client:
         result = structured(await client.call_tool("run_command", {"argv": ["no-such-program"]}))
-    assert (result["exit_code"], result["stderr"]) == (127, "sandbox: command not found: 'no-such-program'\n")
+    assert (result["exit_code"], result["stderr"]) == (
+        127,
+        "prlimit: failed to execute no-such-program: No such file or directory\n",
+    )
 
 
 async def test_the_sandbox_is_served_over_streamable_http(root: Path) -> None:

@@ -1,7 +1,8 @@
 """Every way a path could leave the workspace root is refused, by every tool, over streamable HTTP.
 
 Decision under test: an absolute path is accepted when it lies inside the root (so paths copied
-from tracebacks work) and refused otherwise; a symlink that stays inside the root is followed.
+from tracebacks work) and refused otherwise; no symlink is followed, not even one that stays inside
+the root (tests/security holds the larger corpus and the race test).
 """
 
 from __future__ import annotations
@@ -14,8 +15,16 @@ from typing import Any
 import pytest
 from mcp import Client
 
-from mcp_servers.workspace.paths import HOME_NOT_EXPANDED, NUL_BYTE, OUTSIDE_ROOT, SYMLINK_ESCAPE
+from mcp_servers.workspace.files import OS_ERROR
+from mcp_servers.workspace.paths import HOME_NOT_EXPANDED, NUL_BYTE, OUTSIDE_ROOT
 from tests.mcp_servers.launch import error_text, http, structured
+
+
+SYMLINK_REFUSED = OS_ERROR.format(
+    path="{path}",
+    reason="Too many levels of symbolic links",
+    fix="symlinks are never followed here; pass the path of the file itself (list_files shows links)",
+).replace("'{path}'", "{path!r}")
 
 
 @dataclass(frozen=True)
@@ -54,8 +63,8 @@ ESCAPES = [
     ("~", HOME_NOT_EXPANDED),
     ("~/.ssh/id_rsa", HOME_NOT_EXPANDED),
     ("inside.txt\0.png", NUL_BYTE),
-    ("link_out", SYMLINK_ESCAPE),
-    ("dir_out/secret.txt", SYMLINK_ESCAPE),
+    ("link_out", SYMLINK_REFUSED),
+    ("dir_out/secret.txt", SYMLINK_REFUSED),
 ]
 
 
@@ -95,8 +104,8 @@ async def test_write_through_a_symlink_to_outside_is_refused_and_the_target_unch
     async with Client(url) as client:
         via_file = await client.call_tool("write_file", {"path": "link_out", "content": "pwned"})
         via_dir = await client.call_tool("write_file", {"path": "dir_out/new.txt", "content": "pwned"})
-    assert error_text(via_file) == f"Error executing tool write_file: {SYMLINK_ESCAPE.format(path='link_out')}"
-    assert error_text(via_dir) == f"Error executing tool write_file: {SYMLINK_ESCAPE.format(path='dir_out/new.txt')}"
+    assert error_text(via_file) == f"Error executing tool write_file: {SYMLINK_REFUSED.format(path='link_out')}"
+    assert error_text(via_dir) == f"Error executing tool write_file: {SYMLINK_REFUSED.format(path='dir_out/new.txt')}"
     assert (layout.outside / "secret.txt").read_text() == "secret"
     assert not (layout.outside / "new.txt").exists()
 
@@ -106,7 +115,7 @@ async def test_a_symlink_created_after_startup_is_refused(url: str, layout: Layo
     (layout.root / "late_link").symlink_to(layout.outside / "secret.txt")
     async with Client(url) as client:
         result = await client.call_tool("read_file", {"path": "late_link"})
-    assert error_text(result) == f"Error executing tool read_file: {SYMLINK_ESCAPE.format(path='late_link')}"
+    assert error_text(result) == f"Error executing tool read_file: {SYMLINK_REFUSED.format(path='late_link')}"
 
 
 async def test_an_absolute_path_inside_the_root_is_accepted(url: str, layout: Layout) -> None:
@@ -117,8 +126,8 @@ async def test_an_absolute_path_inside_the_root_is_accepted(url: str, layout: La
     assert structured(result)["content"] == "inside"
 
 
-async def test_a_symlink_that_stays_inside_the_root_is_followed(url: str) -> None:
-    """The tool acts on the link's target and reports the target's path."""
+async def test_a_symlink_that_stays_inside_the_root_is_refused_too(url: str) -> None:
+    """No symlink is followed at any level, so none can be swapped to lead outside mid-call."""
     async with Client(url) as client:
         result = await client.call_tool("read_file", {"path": "link_in"})
-    assert (structured(result)["path"], structured(result)["content"]) == ("inside.txt", "inside")
+    assert error_text(result) == f"Error executing tool read_file: {SYMLINK_REFUSED.format(path='link_in')}"
