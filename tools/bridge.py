@@ -20,7 +20,8 @@ whose server circuit stops sending calls (hence reconnects) to a server that kee
 A call is never re-sent here: whether an unanswered call may be repeated is the ledger's and
 dispatch's decision.
 
-The per-call timeout is the server's `timeout_s` when its config sets one, else the caller's.
+The per-call timeout is the server's `timeout_s` when its config sets one (bounded by the step's
+deadline, graph/deadline.py), else the caller's.
 
 Every wait is bounded: the handshake by `startup_timeout_s`, a call by its `timeout_s` (the SDK
 sends `notifications/cancelled` when it fires, on its own timeout or on ours), `close()` by
@@ -49,6 +50,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.types import CONNECTION_CLOSED, REQUEST_TIMEOUT, CallToolResult, Implementation, Tool
 from pydantic import ValidationError
 
+from graph import deadline
 from tools.config import ServerConfig
 from tools.errors import BridgeError, ServerStartError, UnknownServerError
 from tools.outcome import CallOutcome
@@ -276,7 +278,8 @@ class _Connection:
 
     async def call(self, tool: str, arguments: dict[str, Any], *, timeout_s: float, on_progress: ProgressFn | None) -> CallOutcome:
         name = qualified_name(self.config.name, tool)
-        timeout_s = self.config.timeout_s or timeout_s
+        if self.config.timeout_s is not None:  # the server's own timeout, still within the step's deadline
+            timeout_s = deadline.bound(self.config.timeout_s)
         if self.client is None or self.failure is not None:
             failure = self.failure
             if not await self.reconnect():

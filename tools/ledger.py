@@ -24,6 +24,7 @@ from typing import Any, Awaitable, Callable
 from psycopg_pool import AsyncConnectionPool
 
 from checkpoints import store
+from graph import deadline
 from graph.faults import crash_point, crash_while
 from tools.outcome import CallOutcome
 from tools.registry import ToolSpec
@@ -85,7 +86,7 @@ async def run_once(
     crash_point("tool:after_call")
     unknown, attempts, latency_ms = _unanswered(outcome), outcome.attempts, outcome.latency_ms
     for _ in range(RESENDS if safe_to_repeat(spec) else 0):
-        if not unknown:
+        if not unknown or deadline.passed():
             break
         again = await send(arguments)  # the same key: a server that already did it answers with the first result
         attempts, latency_ms = attempts + again.attempts, latency_ms + again.latency_ms
