@@ -12,7 +12,7 @@ import pytest
 from checkpoints import approvals, store
 from checkpoints.errors import ApprovalRefused
 from graph.status import Terminal
-from tests.graph.conftest import CRITIC_PASS, PLAN_ONE_STEP, run_script, runner, step, workspace  # noqa: F401 (fixtures)
+from tests.graph.conftest import CRITIC_PASS, PLAN_ONE_STEP, step
 from tests.graph.test_cli import boundloop
 
 DELETE = {"name": "workspace__delete_file", "args": {"path": "notes.md"}}

@@ -7,7 +7,7 @@ import asyncio
 import psycopg
 import pytest
 
-from tests.graph.conftest import CRITIC_PASS, PLAN_ONE_STEP, READ_NOTES, run_script, runner, step, workspace  # noqa: F401 (fixtures)
+from tests.graph.conftest import CRITIC_PASS, PLAN_ONE_STEP, READ_NOTES, step
 from tests.graph.test_cli import boundloop
 
 CORRUPTIONS = {

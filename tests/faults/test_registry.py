@@ -17,7 +17,7 @@ import pytest
 from checkpoints import store
 from graph.errors import RunStopped
 from graph.status import Terminal
-from tests.graph.conftest import CRITIC_PASS, PLAN_ONE_STEP, READ_NOTES, run_script, runner, step, workspace  # noqa: F401 (fixtures)
+from tests.graph.conftest import CRITIC_PASS, PLAN_ONE_STEP, READ_NOTES, step
 from tests.graph.test_cli import BOUNDLOOP, _crash_task, _env, _run_args, boundloop
 
 DELETE = {"name": "workspace__delete_file", "args": {"path": "notes.md"}}

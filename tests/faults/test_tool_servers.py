@@ -11,7 +11,7 @@ from pathlib import Path
 
 from graph.status import Terminal
 from graph.task import RunSettings, Task
-from tests.graph.conftest import CRITIC_PASS, runner, step  # noqa: F401  (runner is a fixture)
+from tests.graph.conftest import CRITIC_PASS, step
 from tests.tools.conftest import PROBE_SERVER, probe
 from tools.bridge import MCPBridge
 from tools.config import load_servers

@@ -17,7 +17,7 @@ from checkpoints import store
 from graph.runner import Runner
 from graph.status import Terminal
 from graph.task import RunSettings, Task
-from tests.graph.conftest import CRITIC_PASS, runner, step  # noqa: F401  (runner is a fixture)
+from tests.graph.conftest import CRITIC_PASS, step
 
 PAGER = Path(__file__).parents[1] / "tools" / "servers" / "pager_server.py"
 POLICY = {"rules": [{"id": "faults.pager", "action": "allow", "server": "pager", "tool": "*", "reason": "The fault tests page without a human."}]}
