@@ -20,7 +20,7 @@ from checkpoints.errors import (
     PostgresNotInstalled,
     RunActiveElsewhere,
 )
-from checkpoints.lease import run_lease
+from checkpoints.lease import LeaseHolder
 from checkpoints.pool import database_url, masked, open_pool
 from checkpoints.saver import postgres_saver
 from checkpoints.schema import MIGRATIONS, migrate
@@ -50,6 +50,7 @@ __all__ = [
     "ClusterStatus",
     "ClusterStopFailed",
     "DatabaseUnavailable",
+    "LeaseHolder",
     "LedgerConflict",
     "LedgerEntry",
     "LedgerStatus",
@@ -57,7 +58,6 @@ __all__ = [
     "Payload",
     "PostgresNotInstalled",
     "RunActiveElsewhere",
-    "run_lease",
     "Run",
     "TraceEvent",
     "append_trace",

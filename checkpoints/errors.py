@@ -112,8 +112,9 @@ class LedgerConflict(CheckpointsError):
         )
 
 
-class RunActiveElsewhere(CheckpointsError):
-    """Another process is driving this run (it holds the run's lease)."""
+class RunActiveElsewhere(CheckpointsError, RuntimeError):
+    """Another process is driving this run (it holds the run's lease). A RuntimeError too: the
+    LangGraph server shows the message of builtin error types only."""
 
     def __init__(self, thread_id: str) -> None:
         self.thread_id = thread_id

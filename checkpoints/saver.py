@@ -1,13 +1,15 @@
 """saver: LangGraph's AsyncPostgresSaver on our pool, with its database prepared.
 
-Owns the saver's setup (once, serialised across processes) and the lock choice below. Never
-opens a database it was not given (`pool.database_url` decides which one).
+Owns the saver's setup (once, serialised across processes), the lock choice below, and
+`adelete_for_runs`, which the LangGraph server needs to cancel a run with `rollback` and which
+langgraph-checkpoint-postgres 3.2.0 lacks. Never opens a database it was not given
+(`pool.database_url` decides which one).
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 
 from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
@@ -20,12 +22,35 @@ from checkpoints.schema import migrate
 
 _SETUP_LOCK = int.from_bytes(b"bl-saver", "big")
 _SETUP_POLL_S = 0.05
+_DELETE_FOR_RUNS = """
+WITH doomed AS (
+    DELETE FROM checkpoints WHERE metadata->>'run_id' = ANY(%s)
+    RETURNING thread_id, checkpoint_ns, checkpoint_id
+)
+DELETE FROM checkpoint_writes AS w USING doomed AS d
+WHERE w.thread_id = d.thread_id AND w.checkpoint_ns = d.checkpoint_ns AND w.checkpoint_id = d.checkpoint_id
+"""
+
+
+class BoundloopSaver(AsyncPostgresSaver):
+    """AsyncPostgresSaver that can also forget the checkpoints of given server runs."""
+
+    async def adelete_for_runs(self, run_ids: Sequence[str]) -> None:
+        """Delete the checkpoints the runs created (their metadata names the run) and the writes
+        made against them; the thread's state goes back to where it was before them.
+
+        Left in place: blobs (content-addressed by version, shared with earlier checkpoints), and
+        the writes a resumed run made against the checkpoint it resumed from — LangGraph stores
+        no run id on a write (README, "LangGraph server and Studio").
+        """
+        async with self._cursor() as cur:
+            await cur.execute(_DELETE_FOR_RUNS, ([str(run_id) for run_id in run_ids],))
 
 
 @asynccontextmanager
 async def postgres_saver(
     url_or_pool: str | AsyncConnectionPool,
-) -> AsyncIterator[AsyncPostgresSaver]:
+) -> AsyncIterator[BoundloopSaver]:
     """A saver on a database that has LangGraph's checkpoint tables and boundloop's own.
 
     Given a URL it opens (and finally closes) its own pool; a pool passed in stays open and
@@ -38,11 +63,11 @@ async def postgres_saver(
         yield await _prepared_saver(pool)
 
 
-async def _prepared_saver(pool: AsyncConnectionPool) -> AsyncPostgresSaver:
+async def _prepared_saver(pool: AsyncConnectionPool) -> BoundloopSaver:
     async with pool.connection() as conn:
         await _setup_exclusively(conn)
     await migrate(pool)
-    saver = AsyncPostgresSaver(pool)
+    saver = BoundloopSaver(pool)
     # langgraph #7259: the saver holds one asyncio.Lock around every query, which serialises
     # concurrent runs even on a pool. The lock only guards a single shared connection; on a
     # pool each query takes its own connection, so we allow half the pool at once and leave the

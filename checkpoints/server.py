@@ -11,14 +11,12 @@ import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
-from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
-
 from checkpoints.pool import database_url
-from checkpoints.saver import postgres_saver
+from checkpoints.saver import BoundloopSaver, postgres_saver
 
 
 @asynccontextmanager
-async def checkpointer() -> AsyncIterator[AsyncPostgresSaver]:
+async def checkpointer() -> AsyncIterator[BoundloopSaver]:
     """The saver for the configured database, held open for the server's lifetime."""
     # database_url may start the embedded cluster (subprocesses); the server's event loop
     # rejects blocking calls, so it runs in a thread.

@@ -10,6 +10,7 @@ import time
 from typing import Any, Awaitable, Callable
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
+from langgraph.config import get_stream_writer
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.runtime import Runtime
@@ -18,6 +19,7 @@ from graph import deadline, guards
 from graph.budget import add_usage
 from graph.check import check_graph
 from graph.faults import crash_point
+from graph.progress import phase_progress
 from graph.services import Services, current_run_id
 from graph.state import LoopState
 from graph.task import RunInput, RunSettings
@@ -39,6 +41,8 @@ from nodes.validate_plan import validate_plan
 from nodes.verify import verify
 
 Node = Callable[..., Awaitable[dict[str, Any]]]
+RECURSION_LIMIT = 10_000
+"""Graph steps one run may take (LangGraph's own default is 25 in some paths); budgets stop runs long before."""
 
 PHASES: dict[str, Node] = {
     "plan": plan,
@@ -86,7 +90,7 @@ def build_graph(*, checkpointer: BaseCheckpointSaver | None = None, services: Se
     builder.add_edge("finalize", END)
     compiled = builder.compile(checkpointer=checkpointer, name="boundloop")
     check_graph(compiled)
-    return compiled
+    return compiled.with_config(recursion_limit=RECURSION_LIMIT)
 
 
 def _intake_node(services: Services) -> Node:
@@ -120,9 +124,12 @@ def _task_node(node: Node, services: Services) -> Node:
 
 
 async def _settle(name: str, state: dict[str, Any], update: dict[str, Any], started: float, services: Services) -> dict[str, Any]:
-    """Charge the node's active time to the wall-clock budget and write its trace event."""
+    """Charge the node's active time to the wall-clock budget, write its trace event, and stream
+    the phase's progress to `custom` stream consumers (Studio, SDK clients; a no-op otherwise)."""
     elapsed = time.perf_counter() - started
     update["usage"] = add_usage(update.get("usage"), {"wall_clock_s": elapsed})
     await record_node(services, current_run_id(), name, state, update, elapsed)
+    usage = add_usage(state.get("usage"), update["usage"])
+    get_stream_writer()(phase_progress(name, update, usage, update.get("budget") or state.get("budget"), state.get("observations")))
     crash_point(f"leave:{name}")
     return update

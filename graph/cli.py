@@ -31,6 +31,7 @@ from graph.models import model_for
 from graph.progress import Progress, render_pending, render_report, render_runs, render_trace
 from graph.runner import RunReport, Runner
 from graph.task import RunSettings, Task, limit_problem
+from tools import secrets
 from tools.errors import ToolsError
 from tools.config import load_servers
 from tools.policy import load_policy
@@ -103,7 +104,7 @@ def show(run_id: str, as_json: JsonFlag = False, database_url: DbFlag = None) ->
     async def body(runner: Runner) -> None:
         report, trace = await runner.report(run_id), await runner.trace(run_id)
         if as_json:
-            out.print_json(json.dumps(_report_json(report) | {"trace": trace}, default=str))
+            out.print_json(json.dumps(secrets.redact(_report_json(report) | {"trace": trace}), default=str))
         else:
             render_trace(out, trace)
             render_report(out, report)
@@ -139,7 +140,7 @@ def approve(
 
     def decide() -> None:
         decision = _approval(edit, respond, grant, answer, approver)
-        _with_runner(database_url, lambda runner: _drive(runner, runner.decide(run_id, call_id, decision, observe=_observer(as_json)), as_json))
+        _with_runner(database_url, lambda runner: _decide(runner, run_id, call_id, decision, as_json))
 
     _guarded(decide)
 
@@ -155,7 +156,7 @@ def reject(
 ) -> None:
     """Reject a waiting call with a message the model sees, then continue the run."""
     decision = {"decision": "reject", "message": message, "approver": approver}
-    _guarded(lambda: _with_runner(database_url, lambda runner: _drive(runner, runner.decide(run_id, call_id, decision, observe=_observer(as_json)), as_json)))
+    _guarded(lambda: _with_runner(database_url, lambda runner: _decide(runner, run_id, call_id, decision, as_json)))
 
 
 def _approval(edit: str | None, respond: str | None, grant: list[str], answer: str | None, approver: str) -> dict[str, Any]:
@@ -226,7 +227,9 @@ def _settings(options: dict[str, Any]) -> RunSettings:
         if options[key]:
             values[key] = str(options[key])
     if options["servers"]:
-        values["servers"] = _read_json(options["servers"], "servers")
+        values["servers"] = str(options["servers"].resolve())  # read when a server starts: its secrets never enter the run's state
+    elif isinstance(values.get("servers"), str):
+        values["servers"] = str((options["config"].parent / values["servers"]).resolve())
     if options["policy"]:
         values["policy"] = _read_json(options["policy"], "policy")
     values["workspace_root"] = str((options["workspace"] or Path(values.get("workspace_root") or ".")).resolve())
@@ -299,9 +302,17 @@ async def _drive(runner: Runner, started: Any, as_json: bool) -> None:
 
         report = await runner.resume(report.thread_id, decisions=ask_decisions(report.interrupts), observe=_observer(as_json))
     if as_json:
-        out.print_json(json.dumps(_report_json(report), default=str))
+        out.print_json(json.dumps(secrets.redact(_report_json(report)), default=str))
     else:
         render_report(out, report)
+
+
+async def _decide(runner: Runner, run_id: str, call_id: str, decision: dict[str, Any], as_json: bool) -> None:
+    """Apply a decision here, or, for a run the worker pool drives, queue its continuation for a worker."""
+    from graph.cli_workers import queue_decision
+
+    if not await queue_decision(runner, run_id, call_id, decision, as_json):
+        await _drive(runner, runner.decide(run_id, call_id, decision, observe=_observer(as_json)), as_json)
 
 
 def _report_json(report: RunReport) -> dict[str, Any]:
@@ -352,12 +363,15 @@ def _guarded(action: Any) -> None:
     try:
         action()
     except (BoundloopError, CheckpointsError, ToolsError) as error:
-        err.print(f"[bold red]error:[/bold red] {escape(str(error))}", highlight=False)
+        err.print(f"[bold red]error:[/bold red] {escape(secrets.redact(str(error)))}", highlight=False)
         raise typer.Exit(2) from None
     except (psycopg.OperationalError, PoolTimeout) as error:  # outside a drive: nothing was in flight
-        reason = " ".join(str(error).split())[:300]
+        reason = " ".join(secrets.redact(str(error)).split())[:300]
         err.print(f"[bold red]error:[/bold red] database connection lost ({escape(reason)}); nothing was changed: retry when the database is back", highlight=False)
         raise typer.Exit(2) from None
     except KeyboardInterrupt:
         err.print("[yellow]interrupted; the run keeps its last checkpoint: continue with `boundloop resume RUN`[/yellow]")
         raise typer.Exit(130) from None
+
+
+import graph.cli_workers  # noqa: E402,F401  (registers `submit` and `worker` on `app`)

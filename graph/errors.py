@@ -7,6 +7,7 @@
     │   └── ScriptExhausted  the run asked for more steps of a role than the script has
     ├── RunNotFound          no run with that id in this database
     ├── RunExists            the thread already holds a run (of another task, or unfinished)
+    ├── SettingsMissing      a run reached intake with no settings in its input, state or context
     └── RunStopped           a run stopped on an error; it keeps its last checkpoint
 
 Tool failures the model can correct travel as tool results (tools.outcome), not as these.
@@ -37,6 +38,18 @@ class ScriptExhausted(ScriptError):
 
 class RunNotFound(BoundloopError):
     pass
+
+
+class SettingsMissing(BoundloopError, RuntimeError):
+    """Raised, not turned into an ending: the run keeps its checkpoint and can be resumed with them.
+    A RuntimeError too: the LangGraph server shows the message of builtin error types only."""
+
+    def __init__(self, thread_id: str) -> None:
+        super().__init__(
+            f"run {thread_id} has no settings: none were checkpointed with its input and none were passed as the "
+            f"run's context. Run the thread again with context=RunSettings(...) (model, script or base_url, "
+            f"workspace_root or servers), e.g. the settings it was started with."
+        )
 
 
 class RunStopped(BoundloopError):

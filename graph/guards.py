@@ -17,6 +17,7 @@ from langgraph.types import Send
 from graph.budget import Budget, check_before_model_call, check_before_step
 from graph.deadline import budget_left_s
 from graph.status import Terminal
+from tools import pinning
 
 Stop = Literal["escalate", "finalize"]
 ASK_A_HUMAN = frozenset({Terminal.MISSING_INFO, Terminal.AMBIGUOUS_INTENT, Terminal.REVIEW_REQUIRED, Terminal.BUDGET_EXHAUSTED, Terminal.TIMEOUT})
@@ -148,6 +149,7 @@ def _payload(state: dict[str, Any], call: dict[str, Any]) -> dict[str, Any]:
     return {
         "call": call,
         "settings": state["settings"],
+        "tools": pinning.only(state["tools"], call["name"]) if state.get("tools") else None,
         "profile": state["task"]["profile"],
         "retries_left": retries_left,
         "usage": state["usage"],

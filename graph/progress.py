@@ -18,17 +18,41 @@ class Progress:
     def __init__(self, console: Console) -> None:
         self.console = console
         self.usage: dict[str, Any] = {}
-        self.budget: Budget | None = None
+        self.budget: dict[str, Any] | None = None
 
     def __call__(self, node: str, update: dict[str, Any], state: dict[str, Any]) -> None:
-        if "budget" in update:
-            self.budget = Budget.model_validate(update["budget"])
+        self.budget = update.get("budget") or self.budget
         self.usage = add_usage(self.usage, update.get("usage"))
-        bars = " ".join(_bar(label, self.usage.get(name, 0), getattr(self.budget, name, None)) for name, label in BARS.items()) if self.budget else ""
-        extra = ""
-        if calls := [obs for obs in update.get("observations", []) if obs.get("status") not in (None, "pending")]:
-            extra = "  " + ", ".join(f"{obs.get('tool', obs['call_id'])}→{obs['status']}" for obs in calls if obs.get("tool"))
-        self.console.print(f"[cyan]{node:>13}[/cyan] {bars}{extra}", highlight=False)
+        self.console.print(render_progress(phase_progress(node, update, self.usage, self.budget)), highlight=False)
+
+
+def phase_progress(
+    node: str, update: dict[str, Any], usage: dict[str, Any], budget: dict[str, Any] | None, known: list[dict[str, Any]] | None = None
+) -> dict[str, Any]:
+    """One phase's progress as JSON: the phase, used/limit of every budget dimension (limit None:
+    unlimited), and the outcome of each tool call the phase settled (tool names looked up in the
+    `known` observations when the update names only the call). The CLI prints it; the server
+    streams it in the `custom` stream mode."""
+    names = {obs["call_id"]: obs.get("tool") for obs in known or []}
+    limits = Budget.model_validate(budget) if budget else None
+    dimensions = {
+        name: {"used": used_of(usage, name), "limit": getattr(limits, name)} for name in Budget.model_fields if name != "parallel_calls"
+    } if limits else {}
+    outcomes = [(obs, obs.get("status") or obs.get("stage")) for obs in update.get("observations", [])]
+    tools = [
+        {"tool": tool, "status": outcome}
+        for obs, outcome in outcomes
+        if outcome not in (None, "pending") and (tool := obs.get("tool") or names.get(obs["call_id"]))
+    ]
+    return {"kind": "progress", "phase": node, "budget": dimensions, "tools": tools}
+
+
+def render_progress(progress: dict[str, Any]) -> str:
+    """The CLI line of a `phase_progress` record."""
+    budget = progress["budget"]
+    bars = " ".join(_bar(label, budget[name]["used"], budget[name]["limit"]) for name, label in BARS.items()) if budget else ""
+    extra = "  " + ", ".join(f"{call['tool']}→{call['status']}" for call in progress["tools"]) if progress["tools"] else ""
+    return f"[cyan]{progress['phase']:>13}[/cyan] {bars}{extra}"
 
 
 def _bar(label: str, used: float, limit: float | None, width: int = 4) -> str:
@@ -68,10 +92,10 @@ def render_report(console: Console, report: Any) -> None:
 
 
 def render_runs(console: Console, rows: list[dict[str, Any]]) -> None:
-    table = Table("run", "status", "profile", "updated", "goal", "waiting for / stopped by")
+    table = Table("run", "status", "profile", "updated", "goal", "waiting for / stopped by", "worker")
     for row in rows:
         table.add_row(row["thread_id"], row["status"], row.get("profile") or "", str(row.get("updated_at", ""))[:19], (row.get("goal") or "")[:60],
-                      (row.get("detail") or "")[:80])
+                      (row.get("detail") or "")[:80], row.get("worker") or "")
     console.print(table)
 
 

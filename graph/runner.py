@@ -27,14 +27,14 @@ import psycopg
 from langgraph.types import Command, StateSnapshot
 from psycopg_pool import PoolTimeout
 
-from checkpoints import approvals, store
+from checkpoints import approvals, queue, store
 from checkpoints.errors import ApprovalRefused, CheckpointUnreadable, DatabaseLost
-from checkpoints.lease import run_lease
 from checkpoints.pool import database_url, open_pool
 from checkpoints.saver import postgres_saver
-from graph.builder import build_graph
+from graph.builder import RECURSION_LIMIT, build_graph
 from graph.errors import ConfigError, RunExists, RunNotFound, RunStopped
-from graph.services import Services
+from graph.halt import halt
+from graph.services import MAX_ACTIVE_RUNS, Services
 from graph.status import Terminal
 from graph.task import RunSettings, Task
 
@@ -74,18 +74,19 @@ class RunReport:
 class Runner:
     """`async with Runner() as runner:` — one pool, one saver, one compiled graph per process."""
 
-    def __init__(self, url: str | None = None, *, install_postgres: bool = False) -> None:
+    def __init__(self, url: str | None = None, *, install_postgres: bool = False, max_active_runs: int = MAX_ACTIVE_RUNS) -> None:
         self._url = url
         self._install = install_postgres
+        self._max_active_runs = max_active_runs
         self._stack = AsyncExitStack()
         self._cancel = asyncio.Event()
 
     async def __aenter__(self) -> "Runner":
-        self._url = url = self._url or database_url(install=self._install)
+        self._url = url = self._url or await asyncio.to_thread(database_url, install=self._install)
         self.pool = await open_pool(url)
         self._stack.push_async_callback(self.pool.close)
         saver = await self._stack.enter_async_context(postgres_saver(self.pool))
-        self.services = Services(pool=self.pool)
+        self.services = Services(pool=self.pool, max_active_runs=self._max_active_runs)
         self._stack.push_async_callback(self.services.aclose)
         self.graph = build_graph(checkpointer=saver, services=self.services)
         return self
@@ -172,7 +173,10 @@ class Runner:
         return RunReport(thread_id, str(status), dict(snapshot.values), interrupts)
 
     async def runs(self, limit: int = 50) -> list[dict[str, Any]]:
-        return [asdict(run) for run in await store.list_runs(self.pool, limit=limit)]
+        """The newest runs, each with the worker driving it when the worker pool does (`worker`)."""
+        rows = [asdict(run) for run in await store.list_runs(self.pool, limit=limit)]
+        held = await queue.holders(self.pool, [row["thread_id"] for row in rows])
+        return [row | {"worker": held.get(row["thread_id"])} for row in rows]
 
     async def trace(self, thread_id: str) -> list[dict[str, Any]]:
         return [asdict(event) for event in await store.read_trace(self.pool, thread_id)]
@@ -204,7 +208,7 @@ class Runner:
                 graph_input = None
 
     async def _drive_leased(self, thread_id: str, graph_input: Any, observe: Observer | None, context: RunSettings | None) -> RunReport:
-        async with run_lease(self.pool, thread_id):
+        async with self.services.driving(thread_id):
             await store.set_run_status(self.pool, thread_id, store.RUNNING)
             try:
                 if await self._stream(thread_id, graph_input, observe, context):
@@ -276,13 +280,9 @@ class Runner:
             return True
 
     async def _halt(self, thread_id: str) -> RunReport:
-        """A cancelled run: USER_CANCEL in the registry, its checkpoint left resumable."""
-        report = await self.report(thread_id)
-        task = report.values.get("task") or {}
-        await store.upsert_run(self.pool, thread_id=thread_id, goal=str(task.get("goal", "")), profile=str(task.get("profile", "")),
-                               status=Terminal.USER_CANCEL, task_hash=(report.values.get("boundary") or {}).get("task_hash", ""))
-        report.status = Terminal.USER_CANCEL
-        return report
+        """A cancelled run: USER_CANCEL with its halt record, its checkpoint left resumable."""
+        await halt(self.graph, thread_id, self.services)
+        return await self.report(thread_id)
 
 
 def outage_window_s() -> float:
@@ -364,4 +364,4 @@ def _expired_rejections(interrupts: Any) -> dict[str, Any]:
 
 
 def _config(thread_id: str) -> dict[str, Any]:
-    return {"configurable": {"thread_id": thread_id}, "recursion_limit": 10_000}
+    return {"configurable": {"thread_id": thread_id}, "recursion_limit": RECURSION_LIMIT}

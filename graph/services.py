@@ -1,19 +1,25 @@
 """services: the live resources a run needs that cannot live in checkpointed state.
 
-One MCP bridge per run (one session per server, reused across the run's calls, closed when the
-run finalizes or the process ends) and one connection pool for our own tables. Nodes reach them
-through the `Services` the graph was built with; the server-exported graph uses `default_services()`.
+One MCP bridge per run (one session per server, reused across the run's calls, started on first
+use and closed when the process stops driving the run: it ended, waits for a human, was cancelled
+or failed), one connection pool for our own tables, and the run leases. `driving(run_id)` is the
+one place a drive begins and ends, for the Runner and for the server (`graph.server`). Nodes reach
+these through the `Services` the graph was built with; the server uses `default_services()`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import sys
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 from typing import Any
 
 from langgraph.config import get_config
 from psycopg_pool import AsyncConnectionPool
 
+from checkpoints.lease import LeaseHolder
+from tools import pinning
 from tools.bridge import MCPBridge
 from tools.config import load_servers
 from tools.registry import ToolRegistry
@@ -37,24 +43,73 @@ def default_servers(workspace_root: str) -> dict[str, Any]:
     }
 
 
+MAX_ACTIVE_RUNS = 64
+"""Runs one process drives at once by default; more wait for a slot (never fail for lack of one).
+Each active run holds its MCP servers and takes pool connections for its writes."""
+
+
 class Services:
     """Per-process resources, keyed by run where they are per run."""
 
-    def __init__(self, *, database_url: str | None = None, pool: AsyncConnectionPool | None = None) -> None:
+    def __init__(
+        self, *, database_url: str | None = None, pool: AsyncConnectionPool | None = None, max_active_runs: int = MAX_ACTIVE_RUNS
+    ) -> None:
         self._database_url = database_url
         self._pool = pool
         self._owns_pool = pool is None
+        self._pool_lock = asyncio.Lock()
+        self._leases: LeaseHolder | None = None
+        self._slots = asyncio.Semaphore(max_active_runs)
         self._bridges: dict[str, MCPBridge] = {}
-        self._lock = asyncio.Lock()
+        self._bridge_locks: dict[str, asyncio.Lock] = {}
         self._write_locks: dict[str, asyncio.Lock] = {}
+        self._drives: dict[str, tuple[asyncio.Lock, int]] = {}
+
+    @asynccontextmanager
+    async def driving(self, run_id: str, *, on_error: Callable[[BaseException], Awaitable[None]] | None = None) -> AsyncIterator[None]:
+        """Drive one run: wait for a slot, hold its lease (`RunActiveElsewhere` if another
+        process drives it; a drive in this process is waited for, cleanup included), and release
+        its tool servers when the drive stops, however it stops.
+
+        `on_error` runs, still under the lease, when the drive ends with an exception (the
+        server halts a cancelled run there).
+        """
+        async with self._one_drive_at_a_time(run_id), self._slots:
+            leases = await self._lease_holder()
+            try:
+                async with leases.lease(run_id):
+                    try:
+                        yield
+                    except BaseException as error:
+                        if on_error is not None:
+                            await asyncio.shield(on_error(error))
+                        raise
+            finally:
+                await asyncio.shield(self.close_run(run_id))  # a cancelled drive still reaps its servers
+
+    @asynccontextmanager
+    async def _one_drive_at_a_time(self, run_id: str) -> AsyncIterator[None]:
+        """A cancelled server run cleans up after the server reported it cancelled; a resume
+        arriving meanwhile waits for that instead of being refused its own lease."""
+        lock, users = self._drives.get(run_id, (asyncio.Lock(), 0))
+        self._drives[run_id] = (lock, users + 1)
+        try:
+            async with lock:
+                yield
+        finally:
+            lock, users = self._drives[run_id]
+            if users == 1:
+                del self._drives[run_id]
+            else:
+                self._drives[run_id] = (lock, users - 1)
 
     async def bridge(self, run_id: str, settings: dict[str, Any]) -> MCPBridge:
-        """The run's bridge, started on first use (also after a resume in a new process)."""
-        async with self._lock:
+        """The run's bridge, started on first use (also after a resume, in any process)."""
+        async with self._bridge_locks.setdefault(run_id, asyncio.Lock()):
             bridge = self._bridges.get(run_id)
             if bridge is None:
-                # Off the event loop: the bridge reads the cwd, which `langgraph dev` forbids on the loop.
-                bridge = await asyncio.to_thread(MCPBridge, load_servers(servers_config(settings)))
+                # Off the event loop: the bridge reads the cwd, and the config may be a file, which `langgraph dev` forbids on the loop.
+                bridge = await asyncio.to_thread(lambda: MCPBridge(load_servers(servers_config(settings))))
                 await bridge.start()
                 self._bridges[run_id] = bridge
             return bridge
@@ -63,33 +118,53 @@ class Services:
         """Side-effecting calls of one run go one at a time (approved calls may arrive together)."""
         return self._write_locks.setdefault(run_id, asyncio.Lock())
 
-    async def registry(self, run_id: str, settings: dict[str, Any]) -> ToolRegistry:
+    async def registry(self, run_id: str, settings: dict[str, Any], pinned: dict[str, Any] | None = None) -> ToolRegistry:
+        """The run's tools: the definitions pinned at intake (the state's `tools`; no server is started
+        for them), or, without pins (intake itself, runs from before pinning), as the servers list them."""
+        if pinned:
+            return pinning.registry_of(pinned)
         return ToolRegistry((await self.bridge(run_id, settings)).specs())
 
     async def close_run(self, run_id: str) -> None:
-        bridge = self._bridges.pop(run_id, None)
-        if bridge is not None:
-            await bridge.close()
+        """Stop the run's tool servers (a later step of the run starts them again)."""
+        async with self._bridge_locks.setdefault(run_id, asyncio.Lock()):
+            bridge = self._bridges.pop(run_id, None)
+            if bridge is not None:
+                await bridge.close()
+        self._bridge_locks.pop(run_id, None)
+        self._write_locks.pop(run_id, None)
 
     async def pool(self) -> AsyncConnectionPool:
         """The pool for our own tables, opened (and the schema migrated) on first use."""
-        if self._pool is None:
-            from checkpoints.pool import database_url, open_pool
-            from checkpoints.schema import migrate
+        async with self._pool_lock:
+            if self._pool is None:
+                from checkpoints.pool import database_url, open_pool
+                from checkpoints.schema import migrate
 
-            self._pool = await open_pool(self._database_url or database_url())
-            await migrate(self._pool)
-        return self._pool
+                # database_url may start the embedded cluster (subprocesses, file locks): off the loop.
+                url = self._database_url or await asyncio.to_thread(database_url)
+                self._pool = await open_pool(url)
+                await migrate(self._pool)
+            return self._pool
+
+    async def _lease_holder(self) -> LeaseHolder:
+        if self._leases is None:
+            self._leases = LeaseHolder((await self.pool()).conninfo)
+        return self._leases
 
     async def aclose(self) -> None:
         for run_id in list(self._bridges):
             await self.close_run(run_id)
+        if self._leases is not None:
+            await self._leases.aclose()
+            self._leases = None
         if self._pool is not None and self._owns_pool:
             await self._pool.close()
             self._pool = None
 
 
-def servers_config(settings: dict[str, Any]) -> dict[str, Any]:
+def servers_config(settings: dict[str, Any]) -> dict[str, Any] | str:
+    """The run's `mcpServers` config: inline, the path of a servers file, or the default workspace server."""
     if settings.get("servers"):
         return settings["servers"]
     root = settings.get("workspace_root")

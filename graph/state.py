@@ -13,6 +13,7 @@ from typing import Annotated, Any
 from langchain_core.messages import AnyMessage
 from langgraph.channels import DeltaChannel
 from langgraph.graph.message import add_messages
+from pydantic import ConfigDict
 from typing_extensions import TypedDict  # pydantic builds the server's output schema only from this one on 3.11
 
 from graph.budget import add_usage
@@ -43,6 +44,8 @@ def _fold_observations(current: list[dict[str, Any]] | None, writes: list[Any]) 
 class LoopState(TypedDict, total=False):
     """The run, as every node sees it. Values are JSON-able so Studio and the CLI can show them."""
 
+    __pydantic_config__ = ConfigDict(use_attribute_docstrings=True)  # the docstrings below become the output schema's descriptions
+
     task: dict[str, Any]
     """The task (graph.task.Task as JSON)."""
     settings: dict[str, Any]
@@ -51,6 +54,9 @@ class LoopState(TypedDict, total=False):
     """The budget in force: profile defaults plus the task's overrides (graph.budget.Budget as JSON)."""
     boundary: dict[str, Any]
     """The autonomy boundary: profile, policy version hash, servers and tools the run may use."""
+    tools: dict[str, Any]
+    """The tool definitions pinned at intake, written once: {"version": registry hash, "specs": [...]}.
+    Every step's registry comes from here, not from the live servers (tools/pinning.py)."""
     plan: dict[str, Any]
     """Steps (id, description, depends_on, tools, done_when, status), the plan hash, validation errors."""
     clarifications: list[str]

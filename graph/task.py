@@ -10,11 +10,15 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-from typing import Any, Literal
+from pathlib import Path
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema, field_validator
+
+from graph.forms import budget_overrides_schema, policy_schema, servers_schema
 
 from graph.profiles import PROFILES, ProfileName
+from tools import secrets
 
 
 class Check(BaseModel):
@@ -53,7 +57,7 @@ class Task(BaseModel):
     """Tests and artifact checks verify runs through tools before the judge."""
     profile: ProfileName = "coding_assistant"
     """Risk profile: sets budget defaults and permission rules."""
-    budget: dict[str, float | int | None] = Field(default_factory=dict)
+    budget: Annotated[dict[str, float | int | None], WithJsonSchema(budget_overrides_schema())] = Field(default_factory=dict)
     """Per-run overrides of the profile's budget, e.g. {"tool_calls": 10}."""
     require_plan_approval: bool = False
     """Pause for a human to approve the plan before any tool runs."""
@@ -114,7 +118,8 @@ class RunSettings(BaseModel):
     started with even when the resuming process passes none.
     """
 
-    model_config = ConfigDict(use_attribute_docstrings=True, extra="forbid")
+    # Validation errors never echo the input: settings may carry a secret (tools/secrets.py).
+    model_config = ConfigDict(use_attribute_docstrings=True, extra="forbid", hide_input_in_errors=True)
 
     model: str = "scripted"
     """`scripted` for the offline scripted model, or an OpenAI-compatible model name (e.g. gpt-4o-mini)."""
@@ -122,11 +127,13 @@ class RunSettings(BaseModel):
     """OpenAI-compatible endpoint; default from OPENAI_BASE_URL or the provider's."""
     script: str | None = None
     """Path of the scripted model's JSON script (required when model is `scripted`)."""
-    servers: dict[str, Any] | None = None
-    """MCP servers in the `mcpServers` shape; default: the shipped workspace server on `workspace_root`."""
+    servers: Annotated[dict[str, Any] | str, WithJsonSchema(servers_schema())] | None = None
+    """MCP servers: the absolute path of a servers file (read when a server starts), or the
+    `mcpServers` document itself, whose `env` and `headers` values must then be `${VAR}` references
+    (settings are checkpointed; secrets are not). Default: the shipped workspace server on `workspace_root`."""
     workspace_root: str | None = None
     """Directory the shipped workspace server is confined to."""
-    policy: dict[str, Any] | None = None
+    policy: Annotated[dict[str, Any], WithJsonSchema(policy_schema())] | None = None
     """User permission rules, in the policy-file shape {"rules": [...], "trusted_servers": [...]};
     applied together with the profile's presets (deny > ask > allow > default)."""
     unattended: bool = False
@@ -148,6 +155,20 @@ class RunSettings(BaseModel):
     """Confidence below this ends the run LOW_CONFIDENCE."""
     commit_threshold: float = 0.8
     """Confidence at or above this commits automatically; between the two thresholds needs review."""
+
+    @field_validator("servers")
+    @classmethod
+    def _servers_hold_no_secret(cls, servers: dict[str, Any] | str | None) -> dict[str, Any] | str | None:
+        if isinstance(servers, str):
+            if not Path(servers).is_absolute():
+                raise ValueError(f"servers file {servers!r} is not an absolute path; the run may resume in another directory, so give the full path")
+        elif servers is not None and (literal := secrets.literal_secrets(servers)):
+            raise ValueError(
+                f"{literal[0]} is a literal value; settings are checkpointed, so it would be stored with the run. "
+                "Write it as a reference to an environment variable (e.g. \"${TOKEN}\" or \"Bearer ${TOKEN}\") and export that "
+                "variable, or put the servers in a file and pass its path (--servers FILE)"
+            )
+        return servers
 
 
 class RunInput(BaseModel):

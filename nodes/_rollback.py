@@ -13,7 +13,7 @@ from typing import Any
 from checkpoints import store
 from graph.services import Services
 from graph.status import Terminal
-from tools import saga
+from tools import pinning, saga
 from tools.registry import qualified_name
 
 ROLLS_BACK: frozenset[str] = frozenset(
@@ -21,7 +21,7 @@ ROLLS_BACK: frozenset[str] = frozenset(
 )
 
 
-async def roll_back(run_id: str, settings: dict[str, Any], services: Services) -> list[dict[str, Any]]:
+async def roll_back(run_id: str, settings: dict[str, Any], services: Services, pinned: dict[str, Any] | None = None) -> list[dict[str, Any]]:
     """Compensate every completed side effect of the run; return one outcome per effect. A side
     effect sent but never answered (an INTENT without outcome) is listed for a person to check."""
     ledger = await store.run_ledger(await services.pool(), run_id)
@@ -29,7 +29,7 @@ async def roll_back(run_id: str, settings: dict[str, Any], services: Services) -
     entries = [entry for entry in ledger if entry.status == "COMPLETE"]
     if not entries:
         return unanswered
-    registry = await services.registry(run_id, settings)
+    registry = await services.registry(run_id, settings, pinned)
     effects = [
         saga.Effect(call_id=entry.call_id, spec=spec, arguments=entry.result.get("arguments", {}),
                     structured=entry.result.get("structured"), key=entry.idempotency_key)
@@ -37,4 +37,4 @@ async def roll_back(run_id: str, settings: dict[str, Any], services: Services) -
         if (spec := registry.get(qualified_name(entry.server, entry.tool))) is not None
     ]
     bridge = await services.bridge(run_id, settings)
-    return unanswered + list(await saga.compensate(bridge, effects, timeout_s=settings.get("tool_timeout_s", 30.0)))
+    return unanswered + list(await saga.compensate(pinning.PinnedCalls(bridge, registry), effects, timeout_s=settings.get("tool_timeout_s", 30.0)))

@@ -14,7 +14,7 @@ from graph.services import Services, current_run_id
 
 async def act(state: dict[str, Any], services: Services) -> dict[str, Any]:
     """One actor turn. The brief (task, plan progress, evidence) is rebuilt each turn, not stored."""
-    registry = await services.registry(current_run_id(), state["settings"])
+    registry = await services.registry(current_run_id(), state["settings"], state.get("tools"))
     task = state["task"]
     schema_rule = SCHEMA_RULE.format(schema=json.dumps(task["output_schema"])) if task.get("output_schema") else ""
     request = [

@@ -56,7 +56,7 @@ class ApprovalDecision(BaseModel):
 
 
 async def approve(payload: dict[str, Any], services: Services) -> dict[str, Any]:
-    """`payload` is the Send argument: {"call", "settings", "profile", "retries_left", "usage"}."""
+    """`payload` is the Send argument: {"call", "settings", "tools", "profile", "retries_left", "usage"}."""
     call = payload["call"]
     run_id, pool = current_run_id(), await services.pool()
     request = _request(call, payload)
@@ -147,7 +147,7 @@ def _request(call: dict[str, Any], payload: dict[str, Any]) -> dict[str, Any]:
 
 async def _run_edited(call: dict[str, Any], new_args: dict[str, Any], payload: dict[str, Any], services: Services) -> dict[str, Any]:
     """An edit is re-validated and re-decided: it can never turn into a call that policy denies."""
-    spec = (await services.registry(current_run_id(), payload["settings"])).get(call["name"])
+    spec = (await services.registry(current_run_id(), payload["settings"], payload.get("tools"))).get(call["name"])
     if problems := arguments.validate(spec, new_args):
         return _refused(call, "invalid_arguments", EDIT_INVALID.format(name=call["name"], problems="; ".join(problems)))
     verdict = policy.decide(gateway.run_policy(payload["settings"], payload["profile"]), spec, new_args)

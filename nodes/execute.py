@@ -14,7 +14,7 @@ from typing import Any
 from langchain_core.messages import ToolMessage
 
 from graph.services import Services, current_run_id
-from tools import dispatch, gateway, ledger
+from tools import dispatch, gateway, ledger, pinning
 from tools.outcome import CallOutcome
 
 
@@ -23,16 +23,20 @@ NO_RESPONSE = frozenset({"timeout", "server_unavailable", "cancelled", "unknown_
 
 
 async def execute(payload: dict[str, Any], services: Services) -> dict[str, Any]:
-    """`payload` is the Send argument: {"call", "settings", "retries_left"}."""
+    """`payload` is the Send argument: {"call", "settings", "tools" (the call's pinned tool), "retries_left"}."""
     return await run_call(payload["call"], payload, services, phase="act")
 
 
 async def run_call(call: dict[str, Any], payload: dict[str, Any], services: Services, *, phase: str) -> dict[str, Any]:
-    """Dispatch one call and turn its outcome into exactly one tool message, one observation, usage."""
+    """Dispatch one call and turn its outcome into exactly one tool message, one observation, usage.
+
+    The run's servers start here at the latest (a resumed run plans and acts without them), and the
+    call goes out only if its server still defines the tool as it was pinned at intake.
+    """
     run_id = current_run_id()
     settings = payload["settings"]
     bridge = await services.bridge(run_id, settings)
-    spec = (await services.registry(run_id, settings)).get(call["name"])
+    spec = (await services.registry(run_id, settings, payload.get("tools"))).get(call["name"])
     started = time.time()
 
     async def send(arguments: dict[str, Any]) -> CallOutcome:
@@ -42,7 +46,9 @@ async def run_call(call: dict[str, Any], payload: dict[str, Any], services: Serv
             max_attempts=1 + max(payload.get("retries_left", 0), 0),
         )
 
-    if not call.get("side_effect"):
+    if refusal := await pinning.changed(bridge, spec):
+        outcome = refusal
+    elif not call.get("side_effect"):
         outcome = await send(call["args"])
     else:
         key = ledger.idempotency_key(run_id, call.get("step_id"), call["call_id"], call["args_hash"])

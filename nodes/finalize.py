@@ -21,21 +21,10 @@ from nodes.verify import final_answer
 async def finalize(state: dict[str, Any], services: Services) -> dict[str, Any]:
     outcome = state.get("ending") or budget_ending(state)
     code = Terminal(outcome["code"])
-    if code == Terminal.SUCCESS:
-        artifact = {"kind": "result", **state["result"]}
-    else:
-        artifact = {
-            "kind": "halt" if code == Terminal.USER_CANCEL else "failure",
-            "code": code.value,
-            "reason": outcome["reason"],
-            "next_safe_action": outcome.get("next_safe_action", ""),
-            "diagnosis": (state.get("quality") or {}).get("verification", {}).get("failures", []),
-            "partial_output": (state.get("result") or {}).get("output") or final_answer(state),
-            "side_effects": [obs["call_id"] for obs in state.get("observations", []) if obs.get("side_effect") and obs.get("status") == "ok"],
-        }
+    artifact = {"kind": "result", **state["result"]} if code == Terminal.SUCCESS else failure_report(state, outcome)
     run_id = current_run_id()
     if code in ROLLS_BACK:
-        compensations = await roll_back(run_id, state["settings"], services)
+        compensations = await roll_back(run_id, state["settings"], services, state.get("tools"))
         artifact["compensations"] = compensations
         artifact["manual_action_required"] = [item for item in compensations if item["status"] in ("manual_action_required", "failed")]
         if compensations:
@@ -45,6 +34,20 @@ async def finalize(state: dict[str, Any], services: Services) -> dict[str, Any]:
         "ending": outcome,
         "result": artifact,
         "status": {"phase": "finalize", "terminal": code.value},
+    }
+
+
+def failure_report(state: dict[str, Any], outcome: dict[str, Any]) -> dict[str, Any]:
+    """The artifact of a run that did not succeed: a failure report, or a halt record for USER_CANCEL."""
+    code = Terminal(outcome["code"])
+    return {
+        "kind": "halt" if code == Terminal.USER_CANCEL else "failure",
+        "code": code.value,
+        "reason": outcome["reason"],
+        "next_safe_action": outcome.get("next_safe_action", ""),
+        "diagnosis": (state.get("quality") or {}).get("verification", {}).get("failures", []),
+        "partial_output": (state.get("result") or {}).get("output") or final_answer(state),
+        "side_effects": [obs["call_id"] for obs in state.get("observations", []) if obs.get("side_effect") and obs.get("status") == "ok"],
     }
 
 

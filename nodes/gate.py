@@ -30,7 +30,7 @@ async def gate(state: dict[str, Any], services: Services) -> dict[str, Any]:
         for position, call in enumerate(reply.tool_calls)
     ]
     budget = Budget.model_validate(state["budget"])
-    registry = await services.registry(current_run_id(), state["settings"])
+    registry = await services.registry(current_run_id(), state["settings"], state.get("tools"))
     admissions = gateway.admit_all(
         proposed,
         registry=registry,

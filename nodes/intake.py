@@ -1,4 +1,7 @@
-"""intake: accept a task, fix the settings, budget and autonomy boundary the run will live by."""
+"""intake: accept a task, fix the settings, budget and autonomy boundary the run will live by.
+
+It also pins the run's tools: their definitions as the servers list them now become the state's
+`tools`, the only registry every later step uses (tools/pinning.py)."""
 
 from __future__ import annotations
 
@@ -8,22 +11,24 @@ from langgraph.runtime import Runtime
 from pydantic import BaseModel, ValidationError
 
 from graph.budget import Exhaustion, empty_usage
-from graph.errors import BoundloopError
+from graph.errors import BoundloopError, SettingsMissing
 from graph.models import model_id, price_of
 from graph.profiles import budget_for
 from graph.prompts import PROMPT_VERSION
 from graph.services import Services, current_run_id
 from graph.status import Terminal, ending
 from graph.task import RunSettings, Task
-from tools import gateway
+from tools import gateway, pinning
 from tools.errors import PolicyError
 
 
 async def intake(state: dict[str, Any], runtime: Runtime[RunSettings], services: Services) -> dict[str, Any]:
-    """Validate the task, capture settings, start the run's tool servers, record the boundary."""
+    """Validate the task, capture settings, start the run's tool servers and pin their tools, record the boundary."""
+    if not state.get("settings") and not _given(runtime.context):
+        raise SettingsMissing(current_run_id())
     try:
         task = Task.model_validate(_as_dict(state.get("task")))
-        settings = RunSettings.model_validate(_as_dict(state.get("settings") or runtime.context or {}))
+        settings = RunSettings.model_validate(_as_dict(state.get("settings") or runtime.context))
     except ValidationError as error:
         first = error.errors()[0]
         where = ".".join(str(part) for part in first["loc"])
@@ -37,6 +42,7 @@ async def intake(state: dict[str, Any], runtime: Runtime[RunSettings], services:
         return _refuse(Terminal.UNAVAILABLE_DEP, str(error), "Fix the configuration and run again.", settings_json)
     except Exception as error:  # a tool server that will not start is a dependency failure, not a crash
         return _refuse(Terminal.UNAVAILABLE_DEP, f"tool servers unavailable: {error}", "Check the MCP server configuration.", settings_json)
+    pinned = pinning.pin(registry.specs())
     try:
         policy = gateway.run_policy(settings_json, task.profile)
     except PolicyError as error:
@@ -44,6 +50,7 @@ async def intake(state: dict[str, Any], runtime: Runtime[RunSettings], services:
     update: dict[str, Any] = {
         "task": task.model_dump(mode="json"),
         "settings": settings_json,
+        "tools": pinned,
         "budget": budget.model_dump(mode="json"),
         "boundary": {
             "profile": task.profile,
@@ -51,6 +58,7 @@ async def intake(state: dict[str, Any], runtime: Runtime[RunSettings], services:
             "unattended": settings.unattended,
             "servers": sorted({spec.server for spec in registry.specs()}),
             "tools": registry.names(),
+            "tool_registry_version": pinned["version"],
             "model": model,
             "prompt_version": PROMPT_VERSION,
             "task_hash": task.content_hash(),
@@ -66,6 +74,11 @@ async def intake(state: dict[str, Any], runtime: Runtime[RunSettings], services:
             dimension="cost_usd",
         )
     return update
+
+
+def _given(context: Any) -> bool:
+    """Whether the run was given settings as its context (the server passes an empty one when none were)."""
+    return bool(context.model_fields_set if isinstance(context, BaseModel) else context)
 
 
 def _as_dict(value: Any) -> dict[str, Any]:

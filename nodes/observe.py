@@ -24,7 +24,7 @@ async def observe(state: dict[str, Any], services: Services) -> dict[str, Any]:
     ]
     verified_tools = {obs["tool"] for obs in observations if obs["status"] == "ok"}
     breaker_state = state.get("breakers") or {}
-    registry = await services.registry(current_run_id(), state["settings"])
+    registry = await services.registry(current_run_id(), state["settings"], state.get("tools"))
     calls = {call["call_id"]: call for call in [*(c for wave in state.get("dispatch", []) for c in wave), *state.get("approvals", [])]}
     for obs in fresh:
         spec, call = registry.get(obs["tool"]), calls.get(obs["call_id"])

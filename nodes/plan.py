@@ -17,7 +17,7 @@ from graph.services import Services, current_run_id
 
 async def plan(state: dict[str, Any], services: Services) -> dict[str, Any]:
     """Ask for a plan; a reply that is not a plan is kept as a validation error for the next try."""
-    registry = await services.registry(current_run_id(), state["settings"])
+    registry = await services.registry(current_run_id(), state["settings"], state.get("tools"))
     previous = state.get("plan") or {}
     request = [
         SystemMessage(PLANNER),

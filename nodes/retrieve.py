@@ -26,7 +26,7 @@ async def retrieve(state: dict[str, Any], services: Services) -> dict[str, Any]:
     ]
     admissions = gateway.admit_all(
         proposed,
-        registry=await services.registry(current_run_id(), state["settings"]),
+        registry=await services.registry(current_run_id(), state["settings"], state.get("tools")),
         rules=gateway.run_policy(state["settings"], state["task"]["profile"]),
         budget=budget,
         usage=state["usage"],
@@ -42,7 +42,7 @@ async def retrieve(state: dict[str, Any], services: Services) -> dict[str, Any]:
             return {"observations": [{**admission.call, "tool": admission.call["name"], "phase": "retrieve", "stage": "intended",
                                       "status": "denied" if admission.verdict == "ask" else admission.verdict, "detail": detail}]}
         async with limit:
-            update = await run_call(admission.call, {"settings": state["settings"], "retries_left": retries_left}, services, phase="retrieve")
+            update = await run_call(admission.call, {"settings": state["settings"], "tools": state.get("tools"), "retries_left": retries_left}, services, phase="retrieve")
         return {**update, "usage": add_usage(update["usage"], admission.reservation)}
 
     updates = await asyncio.gather(*(run(admission) for admission in admissions))

@@ -23,7 +23,7 @@ async def validate_plan(state: dict[str, Any], services: Services) -> dict[str, 
     plan = dict(state["plan"])
     if blocked := plan.get("blocked"):
         return _end(plan, blocked["code"], f"planner reports {blocked['code']}: {blocked['reason']}", "Answer the planner's question or change the task.")
-    registry = await services.registry(current_run_id(), state["settings"])
+    registry = await services.registry(current_run_id(), state["settings"], state.get("tools"))
     budget = Budget.model_validate(state["budget"])
     errors = plan.get("errors") or plan_errors(plan["steps"], registry, budget, state.get("usage", {}))
     if not errors:

@@ -77,7 +77,7 @@ async def run_checks(state: dict[str, Any], services: Services) -> tuple[list[di
     proposed = [gateway.ProposedCall(f"v{state['usage'].get('calls_by_role', {}).get('actor', 0)}.{n}", f"check:{n}", check["tool"], check["args"])
                 for n, check in enumerate(checks)]
     admissions = gateway.admit_all(
-        proposed, registry=await services.registry(current_run_id(), state["settings"]),
+        proposed, registry=await services.registry(current_run_id(), state["settings"], state.get("tools")),
         rules=gateway.run_policy(state["settings"], state["task"]["profile"]), budget=Budget.model_validate(state["budget"]),
         usage=state["usage"], breaker_state=state.get("breakers") or {}, now=time.time(),
     )
@@ -87,7 +87,7 @@ async def run_checks(state: dict[str, Any], services: Services) -> tuple[list[di
         if admission.verdict != "admit":
             failures.append({"criterion": check["name"], "reason": f"the check could not run: {admission.message}"})
             continue
-        ran = await run_call(admission.call, {"settings": state["settings"], "retries_left": 0}, services, phase="verify")
+        ran = await run_call(admission.call, {"settings": state["settings"], "tools": state.get("tools"), "retries_left": 0}, services, phase="verify")
         update["observations"] += ran["observations"]
         update["usage"] = add_usage(add_usage(update["usage"], ran["usage"]), admission.reservation)
         if reason := check_failure(check, ran["observations"][0]["status"], str(ran["messages"][0].content)):

@@ -28,11 +28,15 @@ sends `notifications/cancelled` when it fires, on its own timeout or on ours), `
 `close_timeout_s`, after which whatever is left of a server's process group is SIGKILLed.
 Stdio servers also exit on stdin EOF, so a crash of our own process leaves none behind.
 Each stdio server's stderr goes to `<log_dir>/<server>.<bridge id>.stderr.log`, not our terminal.
+What the bridge returns or logs (results, start errors with their stderr excerpt, log lines) has
+the servers' secrets masked (tools/secrets.py). `current_specs()` re-lists a server's tools for the
+check before a call (tools/pinning.py); `specs()` stays the listing from start.
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import math
 import os
@@ -55,6 +59,7 @@ from tools.config import ServerConfig
 from tools.errors import BridgeError, ServerStartError, UnknownServerError
 from tools.outcome import CallOutcome
 from tools.registry import ToolHints, ToolSpec, qualified_name
+from tools.secrets import Redactor
 
 logger = logging.getLogger(__name__)
 
@@ -104,8 +109,10 @@ class MCPBridge:
         self._id = uuid.uuid4().hex[:8]
         self._log_dir = log_dir or Path.cwd() / ".boundloop" / "logs"
         self._close_timeout_s = close_timeout_s
+        self.redactor = Redactor.for_servers(servers.values())
+        """Masks the servers' secrets (and the environment's) in everything the bridge returns or logs."""
         self._connections = {
-            name: _Connection(config, self._log_dir / f"{name}.{self._id}.stderr.log", startup_timeout_s, max_reconnects)
+            name: _Connection(config, self._log_dir / f"{name}.{self._id}.stderr.log", startup_timeout_s, self.redactor, max_reconnects)
             for name, config in servers.items()
         }
         self._started = False
@@ -174,6 +181,16 @@ class MCPBridge:
         """Process ids of the stdio servers this bridge spawned (Linux; others: empty)."""
         return {name: c.pid for name, c in self._connections.items() if c.pid is not None}
 
+    async def current_specs(self, server: str, *, timeout_s: float) -> list[ToolSpec] | None:
+        """The server's tools as it lists them now (not as it listed them at start), or None when
+        it cannot say: not connected, crashed, or no complete listing within `timeout_s`."""
+        if not self._started:
+            raise BridgeError("MCPBridge.current_specs() before start(); use `async with MCPBridge(...)` or await start() first.")
+        connection = self._connections.get(server)
+        if connection is None:
+            raise UnknownServerError(server, list(self._connections))
+        return await connection.current_specs(timeout_s)
+
     async def call(
         self,
         server: str,
@@ -204,8 +221,9 @@ class _NotStarted(Exception):
 class _Connection:
     """One server's `Client`, owned by one task; calls may come from any task."""
 
-    def __init__(self, config: ServerConfig, log_path: Path, startup_timeout_s: float, max_reconnects: int = MAX_RECONNECTS) -> None:
+    def __init__(self, config: ServerConfig, log_path: Path, startup_timeout_s: float, redactor: Redactor, max_reconnects: int = MAX_RECONNECTS) -> None:
         self.config = config
+        self.redactor = redactor
         self.log_path = log_path
         self.startup_timeout_s = startup_timeout_s
         self.max_reconnects = max_reconnects
@@ -219,6 +237,8 @@ class _Connection:
         """Every process spawned for this server (one per connect), for the cleanup at close."""
         self.failure: str | None = None
         self.start_error: ServerStartError | None = None
+        self._listing: asyncio.Task[list[Tool] | None] | None = None
+        """The `tools/list` in flight for calls about to be dispatched, if any."""
         self._log_offset = 0
         """Where this attempt's stderr starts in the (appended) log file."""
         self._settled = asyncio.Event()
@@ -264,19 +284,45 @@ class _Connection:
         self._closing.set()
 
     def specs(self) -> list[ToolSpec]:
-        return [
-            ToolSpec(
-                server=self.config.name,
-                name=tool.name,
-                description=tool.description or tool.title or "",
-                input_schema=dict(tool.input_schema or {}),
-                hints=ToolHints.from_annotations(tool.annotations),
-                trusted=self.config.trusted,
-            )
-            for tool in self.tools
-        ]
+        return [self._spec(tool) for tool in self.tools]
+
+    def _spec(self, tool: Tool) -> ToolSpec:
+        return ToolSpec(
+            server=self.config.name,
+            name=tool.name,
+            description=self.redactor.text(tool.description or tool.title or ""),
+            input_schema=dict(tool.input_schema or {}),
+            hints=ToolHints.from_annotations(tool.annotations),
+            trusted=self.config.trusted,
+        )
+
+    async def current_specs(self, timeout_s: float) -> list[ToolSpec] | None:
+        """Calls dispatched together share one listing (a wave of reads costs one round trip)."""
+        client = self.client
+        if client is None or self.failure is not None:
+            return None
+        if self._listing is None or self._listing.done():
+            self._listing = asyncio.create_task(self._list_now(client, timeout_s), name=f"mcp-list:{self.config.name}")
+        tools = await asyncio.shield(self._listing)
+        return None if tools is None else [self._spec(tool) for tool in tools]
+
+    async def _list_now(self, client: Client, timeout_s: float) -> list[Tool] | None:
+        try:
+            with anyio.fail_after(timeout_s):
+                return await _list_all_tools(client)
+        except Exception as exc:  # a timeout, an MCP error, a broken stream: the listing cannot be trusted
+            logger.info("MCP server %r: re-listing tools failed (%s)", self.config.name, self.redactor.text(_describe(_root(exc))))
+            return None
 
     async def call(self, tool: str, arguments: dict[str, Any], *, timeout_s: float, on_progress: ProgressFn | None) -> CallOutcome:
+        """The call's outcome, with any secret it quotes masked before the model or a log can see it."""
+        outcome = await self._call(tool, arguments, timeout_s=timeout_s, on_progress=on_progress)
+        if not self.redactor:
+            return outcome
+        return dataclasses.replace(outcome, text=self.redactor.text(outcome.text), structured=self.redactor.value(outcome.structured),
+                                   detail=self.redactor.text(outcome.detail))
+
+    async def _call(self, tool: str, arguments: dict[str, Any], *, timeout_s: float, on_progress: ProgressFn | None) -> CallOutcome:
         name = qualified_name(self.config.name, tool)
         if self.config.timeout_s is not None:  # the server's own timeout, still within the step's deadline
             timeout_s = deadline.bound(self.config.timeout_s)
@@ -358,9 +404,10 @@ class _Connection:
                         self.start_error = self._start_error(cause)
                         self.failure = f"did not start: {self.start_error.cause}"
                         break
-                    logger.info("MCP server %r: %s handshake failed (%s); retrying with mode='legacy'", self.config.name, mode, _root(cause))
+                    logger.info("MCP server %r: %s handshake failed (%s); retrying with mode='legacy'",
+                                self.config.name, mode, self.redactor.text(str(_root(cause))))
         except Exception as exc:  # the connection died after it was ready
-            reason = f"the connection was lost: {_describe(_root(exc))}"
+            reason = self.redactor.text(f"the connection was lost: {_describe(_root(exc))}")
             logger.warning("MCP server %r: %s", self.config.name, reason)
             self.failure = self.failure or reason
         finally:
@@ -399,7 +446,7 @@ class _Connection:
         config = self.config
         if config.transport == "stdio":
             errlog = stack.enter_context(self.log_path.open("a", encoding="utf-8"))
-            errlog.write(f"--- boundloop: starting {config.name!r} (mode={mode}): {config.target}\n")
+            errlog.write(f"--- boundloop: starting {config.name!r} (mode={mode}): {self.redactor.text(config.target)}\n")
             errlog.flush()
             self._log_offset = errlog.tell()
             params = StdioServerParameters(command=config.command or "", args=config.args, env=config.env or None, cwd=config.cwd)
@@ -431,10 +478,10 @@ class _Connection:
             fix = "check that the url is the MCP endpoint and that headers carry the auth it needs" if config.transport == "http" else "read its stderr above and run the command by hand to reproduce"
         return ServerStartError(
             server=config.name,
-            target=config.target,
-            cause=cause,
+            target=self.redactor.text(config.target),
+            cause=self.redactor.text(cause),
             fix=f"{fix}; or start the bridge with strict=False to run without this server",
-            stderr_tail=self._stderr_tail(),
+            stderr_tail=self.redactor.text(self._stderr_tail()),
             log_path=str(self.log_path) if config.transport == "stdio" else "",
         )
 

@@ -29,9 +29,10 @@ import re
 from pathlib import Path
 from typing import Any, Literal, Mapping
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, model_validator
 
 from tools.errors import ConfigError, ToolsError
+from tools.secrets import Redactor
 
 SERVER_NAME = re.compile(r"[A-Za-z0-9_-]+")
 _VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
@@ -63,6 +64,8 @@ class ServerConfig(BaseModel):
     `tool_timeout_s` (which applies to servers that set none)."""
     protocol: Literal["auto", "legacy"] = "auto"
     """`auto`: try the 2026 `server/discover` handshake, fall back to `initialize`; `legacy`: `initialize` only."""
+    _substituted: tuple[str, ...] = PrivateAttr(default=())
+    """What `${VAR}` references expanded to (tools/secrets.py treats these as secrets)."""
 
     @property
     def transport(self) -> Literal["stdio", "http"]:
@@ -70,10 +73,15 @@ class ServerConfig(BaseModel):
 
     @property
     def target(self) -> str:
-        """What we start or connect to, for messages and logs (header values are never shown)."""
+        """What we start or connect to, for messages and logs (header values and what `${VAR}`
+        expanded to are never shown)."""
         if self.command is not None:
-            return " ".join([self.command, *self.args])
+            return Redactor(self.secret_values()).text(" ".join([self.command, *self.args]))
         return str(self.url)
+
+    def secret_values(self) -> list[str]:
+        """Every `env` and `headers` value, and every value a `${VAR}` reference expanded to."""
+        return [*self.env.values(), *self.headers.values(), *self._substituted]
 
     @model_validator(mode="after")
     def _one_transport(self) -> "ServerConfig":
@@ -193,11 +201,13 @@ def _describe(where: str, error: Any) -> str:
 
 def _expand(config: ServerConfig, environ: Mapping[str, str], where: str, problems: list[str]) -> ServerConfig | None:
     missing: list[str] = []
+    substituted: list[str] = []
 
     def sub(text: str, field: str) -> str:
         def one(match: re.Match[str]) -> str:
             var, default = match.group(1), match.group(2)
             if var in environ:
+                substituted.append(environ[var])
                 return environ[var]
             if default is not None:
                 return default
@@ -214,7 +224,10 @@ def _expand(config: ServerConfig, environ: Mapping[str, str], where: str, proble
         }
     )
     problems.extend(missing)
-    return None if missing else expanded
+    if missing:
+        return None
+    expanded._substituted = tuple(substituted)
+    return expanded
 
 
 def _short(value: Any, limit: int = 60) -> str:

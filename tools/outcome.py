@@ -23,10 +23,11 @@ CallStatus = Literal[
     "tool_error",
     "rejected",
     "unknown_after_crash",
+    "tool_changed",
 ]
 
 REFUSED_BEFORE_DISPATCH: frozenset[str] = frozenset(
-    {"unknown_tool", "invalid_arguments", "denied", "budget_exceeded", "circuit_open", "repeated_call", "rejected"}
+    {"unknown_tool", "invalid_arguments", "denied", "budget_exceeded", "circuit_open", "repeated_call", "rejected", "tool_changed"}
 )
 
 

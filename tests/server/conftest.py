@@ -1,4 +1,9 @@
-"""Fixtures for the server tests: a real `langgraph dev` on our langgraph.json, on a fresh database.
+"""Fixtures for the server tests: a real `langgraph dev` on our langgraph.json, started with the
+README's own command and a new user's defaults.
+
+The command is read from the README (its `langgraph dev` block), only the port is changed. No
+database URL is set: the server uses the embedded cluster, which this module gets in a
+BOUNDLOOP_HOME of its own (a variable the README documents), stopped and deleted afterwards.
 
 The server runs from a temporary project directory: our langgraph.json, copied as it is, next to
 symlinks to the repository's top-level entries. Its relative paths (`./graph/server.py`,
@@ -12,34 +17,32 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
 import shutil
 import signal
 import socket
 import subprocess
+import tempfile
 import threading
 import time
-import uuid
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from urllib.parse import urlsplit, urlunsplit
 
 import httpx
-import psycopg
 import pytest
+from langgraph_sdk import get_client
+from langgraph_sdk.client import LangGraphClient
 
+from checkpoints import LocalCluster
 from tests.tools._procs import descendants, is_alive, wait_gone
 
 REPO = Path(__file__).resolve().parents[2]
-LANGGRAPH = REPO / ".venv" / "bin" / "langgraph"
-READY_TIMEOUT_S = 60.0
+READY_TIMEOUT_S = 120.0  # the first start also creates the embedded cluster
 STOP_TIMEOUT_S = 15.0
-SERVER_ENV = {
-    "LANGGRAPH_CLI_NO_ANALYTICS": "1",
-    "LANGGRAPH_NO_VERSION_CHECK": "true",
-    "LANGSMITH_TRACING": "false",
-}
-"""With these three, `langgraph dev` makes no connection off loopback (shared notes infra.md §2)."""
+NEW_USER_UNSET = ("BOUNDLOOP_DATABASE_URL", "DATABASE_URL", "BOUNDLOOP_HOME")
+"""A developer's own settings that a new user does not have."""
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 _API_URL = re.compile(r"API: (http://127\.0\.0\.1:(\d+))")
@@ -54,46 +57,100 @@ class DevServer:
     process: subprocess.Popen[str]
     project: Path
     lines: list[str] = field(default_factory=list)
+    home: Path | None = None
+    """The BOUNDLOOP_HOME the server runs with."""
 
     def log(self, last: int = 40) -> str:
         return "\n".join(self.lines[-last:])
 
+    @property
+    def database_url(self) -> str:
+        """The embedded cluster the server uses (started by the server itself)."""
+        assert self.home is not None
+        return LocalCluster(self.home / "pgdata").url()
+
+    def mcp_servers(self) -> dict[int, str]:
+        """MCP server processes the server has started and that are still running."""
+        return {pid: cmd for pid, cmd in descendants(self.process.pid).items() if "mcp_servers." in cmd or "probe_server.py" in cmd}
+
+
+def readme_server_command(port: int) -> tuple[dict[str, str], list[str]]:
+    """The README's `langgraph dev` command (its variables, its argv) with `port` for its port."""
+    text = (REPO / "README.md").read_text()
+    [block] = [b for b in re.findall(r"```bash\n(.*?)```", text, re.S) if "langgraph dev" in b]
+    words = shlex.split(block.replace("\\\n", " "))
+    env = dict(word.split("=", 1) for word in words if "=" in word and not word.startswith("-"))
+    argv = [word for word in words if word not in {f"{k}={v}" for k, v in env.items()}]
+    argv = [str(port) if previous == "--port" else word for previous, word in zip(["", *argv], argv)]
+    argv[0] = str(REPO / argv[0])  # `.venv/bin/langgraph`, relative to the clone
+    return env, argv
+
 
 @pytest.fixture(scope="module")
-def server_db_url(pg_admin_url: str) -> Iterator[str]:
-    """A fresh database for this module's server (the per-test `db_url` cannot outlive a test)."""
-    name = f"t_server_{uuid.uuid4().hex}"
-    with psycopg.connect(pg_admin_url, autocommit=True) as admin:
-        admin.execute(f"CREATE DATABASE {name}")
+def boundloop_home() -> Iterator[Path]:
+    """A BOUNDLOOP_HOME for this module; its embedded cluster is stopped and deleted afterwards."""
+    home = Path(tempfile.mkdtemp(prefix="boundloop-home-"))
+    home.chmod(0o755)  # as root, the cluster's unprivileged user must traverse it
     try:
-        yield urlunsplit(urlsplit(pg_admin_url)._replace(path=f"/{name}"))
+        yield home
     finally:
-        with psycopg.connect(pg_admin_url, autocommit=True) as admin:
-            admin.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+        LocalCluster(home / "pgdata").stop()
+        shutil.rmtree(home, ignore_errors=True)
 
 
 @pytest.fixture(scope="module")
-def langgraph_dev(server_db_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevServer]:
-    """`langgraph dev` on a free loopback port; stopped with its whole process tree afterwards."""
-    project = _project_dir(tmp_path_factory.mktemp("langgraph-dev"))
-    port = _free_port()
-    env = {**os.environ, **SERVER_ENV, "BOUNDLOOP_DATABASE_URL": server_db_url}
-    command = [str(LANGGRAPH), "dev", "--no-browser", "--no-reload", "--host", "127.0.0.1", "--port", str(port)]
-    process = subprocess.Popen(
-        command, cwd=project, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT, text=True, errors="replace", start_new_session=True,
-    )
-    lines: list[str] = []
-    changed = threading.Condition()
-    reader = threading.Thread(target=_read_lines, args=(process, lines, changed), daemon=True)
-    reader.start()
-    server = DevServer("", process, project, lines)
+def start_dev_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[[Path], DevServer]]:
+    """`start(home)`: a README `langgraph dev` with BOUNDLOOP_HOME=home, in a project directory of
+    its own; every server started is stopped with its whole process tree afterwards."""
+    with _servers(tmp_path_factory) as start:
+        yield start
+
+
+@pytest.fixture
+async def client(langgraph_dev: DevServer) -> AsyncIterator[LangGraphClient]:
+    """An SDK client of the module's server."""
+    sdk = get_client(url=langgraph_dev.url, timeout=httpx.Timeout(120.0))
     try:
+        yield sdk
+    finally:
+        await sdk.aclose()
+
+
+@pytest.fixture(scope="module")
+def langgraph_dev(start_dev_server: Callable[[Path], DevServer], boundloop_home: Path) -> DevServer:
+    """The module's `langgraph dev`."""
+    return start_dev_server(boundloop_home)
+
+
+@contextmanager
+def _servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[[Path], DevServer]]:
+    started: list[tuple[subprocess.Popen[str], threading.Thread]] = []
+
+    def start(home: Path) -> DevServer:
+        project = _project_dir(tmp_path_factory.mktemp("langgraph-dev"))
+        port = _free_port()
+        variables, command = readme_server_command(port)
+        env = {key: value for key, value in os.environ.items() if key not in NEW_USER_UNSET}
+        env |= variables | {"BOUNDLOOP_HOME": str(home)}
+        process = subprocess.Popen(
+            command, cwd=project, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT, text=True, errors="replace", start_new_session=True,
+        )
+        lines: list[str] = []
+        changed = threading.Condition()
+        reader = threading.Thread(target=_read_lines, args=(process, lines, changed), daemon=True)
+        reader.start()
+        started.append((process, reader))
+        server = DevServer("", process, project, lines, home)
         server.url = _wait_ready(server, port, changed)
-        yield server
+        return server
+
+    try:
+        yield start
     finally:
-        _stop(process)
-        reader.join(timeout=STOP_TIMEOUT_S)
+        for process, reader in reversed(started):
+            _stop(process)
+            reader.join(timeout=STOP_TIMEOUT_S)
 
 
 def _project_dir(project: Path) -> Path:

@@ -4,13 +4,10 @@
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
-from langgraph_sdk import get_client
 from langgraph_sdk.client import LangGraphClient
 from pydantic import TypeAdapter
 
@@ -24,15 +21,6 @@ DELETE = {"name": "workspace__delete_file", "args": {"path": "notes.md"}}
 MOVE = {"name": "workspace__move_file", "args": {"source": "notes.md", "destination": "old.md"}}
 RULES = {DELETE["name"]: "rule:coding_assistant.delete", MOVE["name"]: "rule:coding_assistant.move"}
 ROLES = {"planner": [PLAN_ONE_STEP], "actor": [step(calls=[DELETE, MOVE]), step("done")], "critic": [CRITIC_PASS]}
-
-
-@pytest.fixture
-async def client(langgraph_dev: DevServer) -> AsyncIterator[LangGraphClient]:
-    sdk = get_client(url=langgraph_dev.url, timeout=httpx.Timeout(60.0))
-    try:
-        yield sdk
-    finally:
-        await sdk.aclose()
 
 
 @pytest.fixture

@@ -1,0 +1,40 @@
+"""halt: what a cancelled run leaves behind, whoever cancelled it (Ctrl-C on the CLI, SIGTERM,
+`runs.cancel` on the server): USER_CANCEL in the run registry and in the thread's status, a halt
+record as its result, and a checkpoint that resumes where it stopped.
+
+The halt is written as a state update on top of the last checkpoint, so the thread's pending
+step stays pending: resuming the thread (no input) continues the run, and the next phase
+overwrites the status. Never touches `ending`, which would route the run to finalize.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from langgraph.graph.state import CompiledStateGraph
+
+from checkpoints import store
+from graph.services import Services
+from graph.status import Terminal, ending
+from nodes.finalize import failure_report
+
+REASON = "cancelled by a user while the run was in phase {phase}"
+NEXT_ACTION = "Resume the thread to continue from its last checkpoint (`boundloop resume {thread_id}`, or a run with no input on the server)."
+
+
+async def halt(graph: CompiledStateGraph, thread_id: str, services: Services) -> dict[str, Any]:
+    """Record the halt of `thread_id` on `graph` (which has the checkpointer); the halt record."""
+    config = {"configurable": {"thread_id": thread_id}}
+    snapshot = await graph.aget_state(config)
+    values = dict(snapshot.values)
+    status = values.get("status") or {}
+    outcome = ending(Terminal.USER_CANCEL, REASON.format(phase=status.get("phase", "start")), NEXT_ACTION.format(thread_id=thread_id))
+    record = failure_report(values, outcome)
+    if values and snapshot.next:
+        await graph.aupdate_state(config, {"status": {**status, "terminal": Terminal.USER_CANCEL.value}, "result": record})
+    task = values.get("task") or {}
+    await store.upsert_run(
+        await services.pool(), thread_id=thread_id, goal=str(task.get("goal", "")), profile=str(task.get("profile", "")),
+        status=Terminal.USER_CANCEL, task_hash=(values.get("boundary") or {}).get("task_hash", ""),
+    )
+    return record

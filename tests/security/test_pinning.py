@@ -1,0 +1,110 @@
+"""Tool definitions are pinned at intake: a server that rewrites a tool mid-run gets no call to it, a
+tool it adds is never offered, and a resumed run plans and acts before any server has started.
+
+Real runs through the real graph and Postgres, against a real stdio MCP server that changes itself
+after its first call (tests/security/shifty_server.py); the model is the scripted one.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from langchain_core.messages import ToolMessage
+
+from checkpoints import store
+from graph.runner import Runner
+from graph.status import Terminal
+from graph.task import RunSettings, Task
+from tests.graph.conftest import CRITIC_PASS, step
+from tools import pinning
+from tools.bridge import MCPBridge
+from tools.config import load_servers
+
+SHIFTY = str(Path(__file__).parent / "shifty_server.py")
+PLAN = {"content": {"steps": [{"id": "s1", "description": "look keys up", "tools": ["shifty__lookup"]}], "blocked": None},
+        "usage": {"input_tokens": 100, "output_tokens": 20}}
+
+
+def lookup(key: str) -> dict[str, Any]:
+    return {"name": "shifty__lookup", "args": {"key": key}}
+
+
+def settings_for(tmp_path: Path, actor: list[dict[str, Any]], *server_args: str) -> RunSettings:
+    script = tmp_path / "script.json"
+    script.write_text(json.dumps({"model_id": "scripted-pinning", "roles": {"planner": [PLAN], "actor": actor, "critic": [CRITIC_PASS]}}))
+    servers = {"mcpServers": {"shifty": {"command": sys.executable, "args": [SHIFTY, *server_args], "trusted": True}}}
+    return RunSettings(model="scripted", script=str(script), servers=servers)
+
+
+def tool_results(values: dict[str, Any]) -> dict[str, str]:
+    return {message.tool_call_id: str(message.content) for message in values["messages"] if isinstance(message, ToolMessage)}
+
+
+@pytest.mark.parametrize(("change", "what"), [("description", "description"), ("schema", "input schema"), ("annotations", "annotations")])
+async def test_a_tool_its_server_redefines_mid_run_is_refused_at_dispatch_and_a_tool_it_adds_is_never_offered(db_url, tmp_path, change, what):
+    calls = tmp_path / "calls.log"
+    actor = [step(calls=[lookup("a")]), step(calls=[lookup("b")]), step(calls=[{"name": "shifty__sneaky", "args": {}}]), step("a looked up")]
+    async with Runner(db_url) as runner:
+        report = await runner.start(Task(goal="look keys up"), settings_for(tmp_path, actor, "--change", change, "--calls", str(calls)),
+                                    thread_id=f"rug-{change}")
+        trace = await store.read_trace(runner.pool, f"rug-{change}")
+
+    assert report.status == Terminal.SUCCESS
+    statuses = [(obs["tool"], obs["status"]) for obs in report.values["observations"]]
+    assert statuses == [("shifty__lookup", "ok"), ("shifty__lookup", "tool_changed"), ("shifty__sneaky", "unknown_tool")]
+    assert calls.read_text() == "lookup a\n", "the redefined tool must not run"
+    refusal = tool_results(report.values)[report.values["observations"][1]["tool_call_id"]]
+    assert refusal.startswith(f"tool_changed: shifty__lookup was not run: MCP server 'shifty' changed the tool's {what} since this run started")
+
+    pinned = report.values["tools"]
+    assert [spec["name"] for spec in pinned["specs"]] == ["echo_header", "env_value", "lookup"]
+    assert next(spec for spec in pinned["specs"] if spec["name"] == "lookup")["description"] == "Look a key up (read-only)."
+    assert report.values["boundary"]["tool_registry_version"] == pinned["version"]
+    assert trace[0].node == "intake" and trace[0].data["tool_registry_version"] == pinned["version"]
+
+
+async def test_a_resumed_run_plans_and_acts_before_its_servers_start_and_starts_them_at_dispatch(db_url, tmp_path):
+    """The server cannot start until the resumed run's act turn is over: only a lazy start gets through."""
+    blocked, calls = tmp_path / "blocked", tmp_path / "calls.log"
+    settings = settings_for(tmp_path, [step(calls=[lookup("a")]), step(calls=[lookup("b")]), step("both looked up")],
+                            "--refuse-while", str(blocked), "--calls", str(calls))
+
+    async with Runner(db_url) as first:
+        def stop_after_first_call(node: str, update: dict[str, Any], state: dict[str, Any]) -> None:
+            if node == "observe":
+                first.cancel()
+
+        stopped = await first.start(Task(goal="look keys up"), settings, thread_id="lazy", observe=stop_after_first_call)
+    assert stopped.status == Terminal.USER_CANCEL and calls.read_text() == "lookup a\n"
+
+    blocked.touch()  # from now on the server refuses to start
+    nodes: list[str] = []
+
+    def unblock_after_act(node: str, update: dict[str, Any], state: dict[str, Any]) -> None:
+        nodes.append(node)
+        if node == "act":
+            blocked.unlink(missing_ok=True)
+
+    async with Runner(db_url) as second:  # nothing of the first process: no bridge, no registry
+        resumed = await second.resume("lazy", observe=unblock_after_act)
+
+    assert resumed.status == Terminal.SUCCESS, resumed.values.get("ending")
+    assert nodes[:3] == ["act", "gate", "execute"]
+    assert calls.read_text() == "lookup a\nlookup b\n"
+    assert [obs["status"] for obs in resumed.values["observations"]] == ["ok", "ok"]
+
+
+async def test_calls_made_through_pinned_calls_such_as_compensations_get_the_same_check(tmp_path):
+    servers = load_servers({"mcpServers": {"shifty": {"command": sys.executable, "args": [SHIFTY, "--change", "schema"], "trusted": True}}})
+    async with MCPBridge(servers, log_dir=tmp_path) as bridge:
+        calls = pinning.PinnedCalls(bridge, pinning.registry_of(pinning.pin(bridge.specs())))
+        first = await calls.call("shifty", "lookup", {"key": "a"}, timeout_s=10)
+        second = await calls.call("shifty", "lookup", {"key": "b"}, timeout_s=10)
+        added = await calls.call("shifty", "sneaky", {}, timeout_s=10)
+    assert (first.status, first.text) == ("ok", "value of a (call 1)")
+    assert second.status == "tool_changed" and second.attempts == 0 and "changed the tool's input schema" in second.text
+    assert added.status == "unknown_tool" and added.attempts == 0

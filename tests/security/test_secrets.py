@@ -1,0 +1,151 @@
+"""Secrets never reach the checkpoint, the trace, `show --json`, the logs or the model by accident.
+
+A run through the real `boundloop` command, with a servers file whose stdio server carries secrets
+in `env` (a literal one and a `${VAR}` one), an HTTP server whose `headers` carry one, and an API
+key in the config; its tools hand those secrets back. Then every byte the run left behind is searched.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+from typing import Iterator
+
+import psycopg
+import pytest
+from pydantic import ValidationError
+
+from graph.runner import Runner
+from graph.status import Terminal
+from graph.task import RunSettings, Task
+from tests.graph.conftest import CRITIC_PASS, step
+
+BOUNDLOOP = str(Path(sys.executable).parent / "boundloop")
+SHIFTY = str(Path(__file__).parent / "shifty_server.py")
+PLAN = {"content": {"steps": [{"id": "s1", "description": "read the values", "tools": ["local__env_value"]}], "blocked": None},
+        "usage": {"input_tokens": 100, "output_tokens": 20}}
+
+
+def secret(kind: str) -> str:
+    return f"{kind}-{uuid.uuid4().hex}"
+
+
+@pytest.fixture
+def http_server(tmp_path: Path) -> Iterator[str]:
+    """The shifty server over streamable HTTP; its URL."""
+    process = subprocess.Popen([sys.executable, SHIFTY, "--http"], stdout=subprocess.PIPE, stderr=(tmp_path / "http.log").open("w"), text=True)
+    try:
+        assert process.stdout is not None
+        ready, _, _ = select.select([process.stdout], [], [], 20.0)
+        assert ready, "the HTTP server printed no URL within 20 s"
+        yield process.stdout.readline().strip()
+    finally:
+        process.kill()
+        process.wait(timeout=10)
+
+
+def leaks(db_url: str, secrets: list[str]) -> list[str]:
+    """Every (table, secret) where a secret appears in any column of any row, raw bytes included."""
+    found = []
+    with psycopg.connect(db_url) as conn:
+        tables = [row[0] for row in conn.execute("SELECT tablename FROM pg_tables WHERE schemaname = current_schema()")]
+        assert {"checkpoint_blobs", "checkpoint_writes", "checkpoints", "boundloop_trace", "boundloop_runs"} <= set(tables)
+        for table in tables:
+            for row in conn.execute(f'SELECT * FROM "{table}"'):
+                blob = b"".join(value if isinstance(value, bytes) else str(value).encode() for value in row)
+                found += [f"{table}: {value}" for value in secrets if value.encode() in blob]
+    return found
+
+
+async def test_a_run_leaves_no_secret_in_checkpoints_trace_show_logs_or_model_input(db_url, tmp_path, http_server):
+    literal_env, referenced_env, header, api_key = secret("envsecret"), secret("refsecret"), secret("hdrsecret"), secret("sk")
+    servers = {"mcpServers": {
+        "local": {"command": sys.executable, "args": [SHIFTY], "trusted": True,
+                  "env": {"LITERAL_SECRET": literal_env, "REFERENCED_SECRET": "${SHIFTY_TOKEN}"}},
+        "web": {"url": http_server, "headers": {"Authorization": f"Bearer {header}"}, "trusted": True},
+    }}
+    reads = [{"name": "local__env_value", "args": {"name": "LITERAL_SECRET"}}, {"name": "local__env_value", "args": {"name": "REFERENCED_SECRET"}},
+             {"name": "web__echo_header", "args": {"name": "authorization"}}]
+    script = {"model_id": "scripted-secrets", "roles": {"planner": [PLAN], "actor": [step(calls=reads), step("values read")], "critic": [CRITIC_PASS]}}
+    for name, content in {"servers.json": servers, "script.json": script, "config.json": {"api_key": api_key}}.items():
+        (tmp_path / name).write_text(json.dumps(content))
+    env = {key: value for key, value in os.environ.items() if not key.startswith(("OPENAI_", "BOUNDLOOP_DATABASE", "DATABASE_URL"))}
+    env["SHIFTY_TOKEN"] = referenced_env  # what the servers file's ${SHIFTY_TOKEN} names, exported as a user would
+
+    def boundloop(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([BOUNDLOOP, *args, "--json", "--database-url", db_url], capture_output=True, text=True, timeout=180,
+                              env=env, cwd=tmp_path)
+
+    run = boundloop("run", "read the values", "--model", "scripted", "--script", "script.json", "--servers", "servers.json",
+                    "--config", "config.json", "--thread", "secrets")
+    assert run.returncode == 0, run.stderr
+    assert json.loads(run.stdout)["status"] == Terminal.SUCCESS
+    shown = boundloop("show", "secrets")
+    assert shown.returncode == 0, shown.stderr
+
+    # The tools did hand the secrets back; what reached the model and the observations was masked.
+    async with Runner(db_url) as runner:
+        values = (await runner.report("secrets")).values
+    assert [obs["excerpt"] for obs in values["observations"]] == ["***", "***", "***"]
+
+    everything = [literal_env, referenced_env, header, api_key]
+    assert leaks(db_url, everything) == []
+    outputs = {"run": run.stdout + run.stderr, "show --json": shown.stdout + shown.stderr}
+    outputs |= {str(log): log.read_text(errors="replace") for log in (tmp_path / ".boundloop").rglob("*") if log.is_file()}
+    assert len(outputs) > 2, "the servers' stderr logs were expected under .boundloop/logs"
+    assert [(name, value) for name, text in outputs.items() for value in everything if value in text] == []
+
+
+async def test_a_server_that_quotes_its_secret_as_it_fails_to_start_has_it_masked_in_the_ending(db_url, tmp_path, monkeypatch):
+    """A `${VAR}` reference in inline settings is resolved at start; the failing server's stderr is masked."""
+    token = secret("starttoken")
+    monkeypatch.setenv("SHIFTY_TOKEN", token)
+    servers = {"mcpServers": {"local": {"command": sys.executable, "args": [SHIFTY, "--fail-printing", "API_TOKEN"],
+                                        "env": {"API_TOKEN": "${SHIFTY_TOKEN}"}}}}
+    script = tmp_path / "script.json"
+    script.write_text(json.dumps({"roles": {}}))
+    async with Runner(db_url) as runner:
+        report = await runner.start(Task(goal="anything"), RunSettings(model="scripted", script=str(script), servers=servers), thread_id="fails")
+    assert report.status == Terminal.UNAVAILABLE_DEP
+    assert "shifty_server: bad credentials ***" in report.values["ending"]["reason"]
+    assert report.values["settings"]["servers"]["mcpServers"]["local"]["env"] == {"API_TOKEN": "${SHIFTY_TOKEN}"}
+    assert leaks(db_url, [token]) == []
+
+
+@pytest.mark.parametrize("where", ["env", "headers"])
+def test_inline_settings_with_a_literal_secret_are_refused_before_anything_is_stored(where, tmp_path):
+    entry = {"command": "server", "env": {"TOKEN": "hunter2-literal"}} if where == "env" else {"url": "http://127.0.0.1:1/mcp", "headers": {"Authorization": "Bearer hunter2-literal"}}
+    with pytest.raises(ValidationError) as refused:
+        RunSettings(servers={"mcpServers": {"x": entry}})
+    message = str(refused.value)
+    assert f"mcpServers.x.{where}." in message and "is a literal value" in message and "${TOKEN}" in message
+    assert "hunter2" not in message
+
+
+def test_the_cli_refuses_a_config_with_inline_literal_secrets_in_one_line(db_url, tmp_path):
+    (tmp_path / "config.json").write_text(json.dumps({"servers": {"mcpServers": {"x": {"command": "server", "env": {"TOKEN": "hunter2-literal"}}}}}))
+    (tmp_path / "script.json").write_text(json.dumps({"roles": {}}))
+    result = subprocess.run([BOUNDLOOP, "run", "x", "--model", "scripted", "--script", "script.json", "--config", "config.json",
+                             "--database-url", db_url], capture_output=True, text=True, timeout=60, cwd=tmp_path)
+    assert result.returncode == 2
+    assert "mcpServers.x.env.TOKEN is a literal value" in result.stderr and "Traceback" not in result.stderr
+    assert "hunter2" not in result.stderr
+
+
+def test_redaction_masks_secret_keys_and_long_values_and_leaves_references_and_ordinary_text():
+    from tools.secrets import Redactor, redact_keys
+
+    config = {"mcpServers": {"web": {"url": "http://127.0.0.1:1/mcp", "headers": {"Authorization": "Bearer abcdefgh1", "X-Ref": "${WEB_TOKEN}"}},
+                             "local": {"command": "c", "env": {"TZ": "UTC"}, "api_key": "k" * 20, "max_tokens": 5}}}
+    masked = redact_keys(config)["mcpServers"]
+    assert masked["web"]["headers"] == {"Authorization": "***", "X-Ref": "${WEB_TOKEN}"}
+    assert masked["local"] == {"command": "c", "env": {"TZ": "***"}, "api_key": "***", "max_tokens": 5}
+    redactor = Redactor(["UTC", "abcdefgh1", "abcdefgh"])
+    assert redactor.text("UTC: abcdefgh1 then abcdefgh") == "UTC: *** then ***"  # the longer value first; short ones left
+    assert redactor.value({"abcdefgh": ["x abcdefgh1", 3, None]}) == {"***": ["x ***", 3, None]}
+    assert Redactor([]).text("abcdefgh1") == "abcdefgh1"

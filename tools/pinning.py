@@ -1,0 +1,114 @@
+"""pinning: the tool definitions a run was given at intake, and the check at dispatch that a server
+still defines a tool that way (the rug-pull defence).
+
+Intake pins every tool as its server listed it then. `pin(specs)` is the JSON the run keeps in
+its checkpointed state, once: `{"version": <registry hash>, "specs": [<ToolSpec fields>, "sha256":
+<definition hash>]}`. Every later step builds the run's registry from it (`registry_of`), in any
+process and without a live server, so a tool a server adds mid-run is never offered, and a
+description a server rewrites never reaches the model. Just before a call is dispatched,
+`changed()` asks the server for its tools again and compares the tool's definition (name,
+description, input schema, annotations) with the pinned one: a different or missing definition
+refuses the call with `tool_changed`, and a server that cannot list its tools gets no call.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+from typing import Any, Iterable, Protocol
+
+from tools.outcome import CallOutcome
+from tools.registry import ToolHints, ToolRegistry, ToolSpec, qualified_name
+
+# Model-facing texts (STYLE §6): what happened, and what the model can do instead.
+TOOL_CHANGED = (
+    "tool_changed: {tool} was not run: MCP server {server!r} {what} since this run started, so it is no longer "
+    "the tool this run was given. Continue without it, or report that the tool changed; a new run gets the new definition."
+)
+NOT_PINNED = "unknown_tool: {tool} was not among the tools this run started with, so it is not run."
+UNCONFIRMED = (
+    "server_unavailable: {tool} was not run: MCP server {server!r} did not list its tools, so the tool's definition "
+    "could not be checked against the one this run started with. Continue with other tools."
+)
+LIST_TIMEOUT_S = 10.0
+"""How long the listing before a call may take: a control request, bounded apart from the tool's own timeout."""
+_SPEC_FIELDS = frozenset(field.name for field in dataclasses.fields(ToolSpec))
+
+
+class ListsTools(Protocol):
+    """What the check needs of the bridge (MCPBridge fits)."""
+
+    async def current_specs(self, server: str, *, timeout_s: float) -> list[ToolSpec] | None: ...
+
+
+class PinnedCalls:
+    """A bridge that sends a call only for a pinned tool its server still defines as pinned
+    (for callers that dispatch many calls through one object, such as the saga's compensations)."""
+
+    def __init__(self, bridge: Any, registry: ToolRegistry) -> None:
+        self._bridge = bridge
+        self._registry = registry
+
+    async def call(self, server: str, tool: str, arguments: dict[str, Any] | None, *, timeout_s: float,
+                   on_progress: Any = None) -> CallOutcome:
+        spec = self._registry.get(qualified_name(server, tool))
+        if spec is None:
+            return CallOutcome("unknown_tool", text=NOT_PINNED.format(tool=qualified_name(server, tool)), detail="not pinned at intake")
+        if refusal := await changed(self._bridge, spec):
+            return refusal
+        return await self._bridge.call(server, tool, arguments, timeout_s=timeout_s, on_progress=on_progress)
+
+
+def definition_hash(spec: ToolSpec) -> str:
+    """SHA-256 of what the server says the tool is: name, description, input schema, annotations."""
+    return _sha256({"name": spec.name, "description": spec.description, "input_schema": spec.input_schema,
+                    "hints": dataclasses.asdict(spec.hints)})
+
+
+def pin(specs: Iterable[ToolSpec]) -> dict[str, Any]:
+    """The run's tools as checkpointed JSON, with the registry version (a hash of all of it)."""
+    entries = [{**dataclasses.asdict(spec), "sha256": definition_hash(spec)}
+               for spec in sorted(specs, key=lambda spec: spec.qualified_name)]
+    return {"version": _sha256(entries), "specs": entries}
+
+
+def only(pinned: dict[str, Any], name: str) -> dict[str, Any]:
+    """The pinned definition of one tool (what a task that runs one call needs), under the same version."""
+    specs = [entry for entry in pinned["specs"] if qualified_name(entry["server"], entry["name"]) == name]
+    return {"version": pinned["version"], "specs": specs}
+
+
+def registry_of(pinned: dict[str, Any]) -> ToolRegistry:
+    return ToolRegistry(spec_of(entry) for entry in pinned["specs"])
+
+
+def spec_of(entry: dict[str, Any]) -> ToolSpec:
+    fields = {key: value for key, value in entry.items() if key in _SPEC_FIELDS}
+    return ToolSpec(**{**fields, "hints": ToolHints(**fields["hints"])})
+
+
+async def changed(bridge: ListsTools, spec: ToolSpec, *, timeout_s: float = LIST_TIMEOUT_S) -> CallOutcome | None:
+    """A refusal when the server no longer defines `spec` as pinned (or will not say); None when it does."""
+    live = await bridge.current_specs(spec.server, timeout_s=timeout_s)
+    if live is None:
+        text = UNCONFIRMED.format(tool=spec.qualified_name, server=spec.server)
+        return CallOutcome("server_unavailable", text=text, detail="tools/list failed before dispatch")
+    current = next((candidate for candidate in live if candidate.name == spec.name), None)
+    if current is None:
+        what = "no longer lists the tool"
+    elif definition_hash(current) != definition_hash(spec):
+        parts = [label for label, pinned, now in (
+            ("description", spec.description, current.description),
+            ("input schema", spec.input_schema, current.input_schema),
+            ("annotations", spec.hints, current.hints),
+        ) if pinned != now]
+        what = f"changed the tool's {' and '.join(parts)}"
+    else:
+        return None
+    return CallOutcome("tool_changed", text=TOOL_CHANGED.format(tool=spec.qualified_name, server=spec.server, what=what),
+                       detail=f"definition pinned at intake: sha256 {definition_hash(spec)[:12]}; the server {what}")
+
+
+def _sha256(value: Any) -> str:
+    return hashlib.sha256(json.dumps(value, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
