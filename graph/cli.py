@@ -329,9 +329,10 @@ def _report_json(report: RunReport) -> dict[str, Any]:
 
 
 def _with_runner(database_url: str | None, body: Any, *, install: bool = False) -> None:
-    # psycopg and its pool log every dropped connection and reconnect attempt; during an outage
-    # that is a screenful on stderr. The runner rides the outage out or ends with one line.
-    logging.getLogger("psycopg").addHandler(logging.NullHandler())
+    # psycopg, its pool and the lease log every dropped connection and reconnect attempt; during an
+    # outage that is a screenful on stderr. The runner rides the outage out or ends with one line.
+    for noisy in ("psycopg", "checkpoints.lease"):
+        logging.getLogger(noisy).addHandler(logging.NullHandler())
 
     async def main() -> None:
         async with Runner(database_url, install_postgres=install) as runner:
