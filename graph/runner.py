@@ -282,7 +282,11 @@ class Runner:
     async def _halt(self, thread_id: str) -> RunReport:
         """A cancelled run: USER_CANCEL with its halt record, its checkpoint left resumable."""
         await halt(self.graph, thread_id, self.services)
-        return await self.report(thread_id)
+        report = await self.report(thread_id)
+        # A step cut off mid-flight leaves its tasks pending without `next`, where the halt writes
+        # no state (the registry has USER_CANCEL either way): the report says what happened.
+        report.status = Terminal.USER_CANCEL
+        return report
 
 
 def outage_window_s() -> float:
