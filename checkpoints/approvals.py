@@ -3,8 +3,9 @@
 A request is keyed by (run, call id) and carries the tool and the hash of the arguments it was
 asked about. A decision is single use: it is accepted once, for that call and that hash, before
 the request expires; a replay, a decision for another hash, or one for an unknown call is
-refused with `ApprovalRefused`. Expiry is the caller's to apply (an expired request is decided
-as a rejection), because only the caller knows its clock.
+refused with `ApprovalRefused`. A decision that arrives after the request expired is recorded as
+what it counts as, a rejection (by `boundloop:expiry`, naming the late approver), never as the
+approval it asked to be: the database's clock decides, in the same statement that uses the request.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool
 
 from checkpoints.errors import ApprovalRefused
+from checkpoints.store import storable
 
 REQUEST = """
 INSERT INTO boundloop_approvals (thread_id, call_id, tool, args_hash, expires_at, payload)
@@ -27,9 +29,12 @@ SELECT * FROM boundloop_approvals
 WHERE decision IS NULL AND (%(thread_id)s::text IS NULL OR thread_id = %(thread_id)s)
 ORDER BY created_at"""
 GET = "SELECT * FROM boundloop_approvals WHERE thread_id = %s AND call_id = %s"
+EXPIRY_APPROVER = "boundloop:expiry"
 DECIDE = """
 UPDATE boundloop_approvals
-SET decision = %(decision)s, approver = %(approver)s, decided_at = now(), used_at = now(), interrupt_id = %(interrupt_id)s
+SET decision = CASE WHEN expires_at < now() THEN 'reject' ELSE %(decision)s END,
+    approver = CASE WHEN expires_at < now() THEN %(expired_by)s ELSE %(approver)s END,
+    decided_at = now(), used_at = now(), interrupt_id = %(interrupt_id)s
 WHERE thread_id = %(thread_id)s AND call_id = %(call_id)s AND decision IS NULL AND args_hash = %(args_hash)s
 RETURNING *"""
 
@@ -56,8 +61,8 @@ async def request_approval(
 ) -> None:
     """Record that a call waits for a human. Idempotent: a re-run node asks again harmlessly."""
     async with pool.connection() as conn:
-        await conn.execute(REQUEST, {"thread_id": thread_id, "call_id": call_id, "tool": tool, "args_hash": args_hash,
-                                     "expires_at": expires_at, "payload": Jsonb(payload)})
+        await conn.execute(REQUEST, {"thread_id": thread_id, "call_id": call_id, "tool": storable(tool), "args_hash": args_hash,
+                                     "expires_at": expires_at, "payload": Jsonb(storable(payload))})
 
 
 async def pending_approvals(pool: AsyncConnectionPool, thread_id: str | None = None) -> list[Approval]:
@@ -76,10 +81,12 @@ async def get_approval(pool: AsyncConnectionPool, thread_id: str, call_id: str) 
 async def decide(
     pool: AsyncConnectionPool, *, thread_id: str, call_id: str, args_hash: str, decision: str, approver: str | None, interrupt_id: str | None
 ) -> Approval:
-    """Use the request once. Refuses an unknown call, a decided one (replay), another hash (tampering)."""
+    """Use the request once. Refuses an unknown call, a decided one (replay), another hash (tampering).
+    Past its expiry the request is used as a rejection, whatever `decision` says."""
+    late = f"{EXPIRY_APPROVER} (late {decision} by {approver or 'unknown'})"
     async with pool.connection() as conn:
         row = await (await conn.execute(DECIDE, {"thread_id": thread_id, "call_id": call_id, "args_hash": args_hash, "decision": decision,
-                                                  "approver": approver, "interrupt_id": interrupt_id})).fetchone()
+                                                  "approver": approver, "interrupt_id": interrupt_id, "expired_by": late})).fetchone()
     if row is not None:
         return Approval(**row)
     current = await get_approval(pool, thread_id, call_id)

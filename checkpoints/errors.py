@@ -4,6 +4,8 @@ Class tree:
 
     CheckpointsError
      ├── DatabaseUnavailable     the database URL does not answer
+     ├── DatabaseLost            the database went away mid-run and did not come back in time
+     ├── CheckpointUnreadable    a run's checkpoint cannot be decoded
      ├── PostgresNotInstalled    no PostgreSQL server binaries for the embedded cluster
      ├── ClusterStartFailed      the embedded cluster could not be created or started
      ├── ClusterStopFailed       the embedded cluster did not shut down
@@ -36,6 +38,27 @@ class DatabaseUnavailable(CheckpointsError):
             f"database unavailable at {url}: {reason}. Fix: start PostgreSQL there, or point "
             "BOUNDLOOP_DATABASE_URL at a reachable database (unset it to use the embedded local "
             "cluster)."
+        )
+
+
+class DatabaseLost(CheckpointsError):
+    """The connection to the database broke while a run was driven, and reconnecting failed."""
+
+    def __init__(self, thread_id: str, reason: str) -> None:
+        self.thread_id = thread_id
+        self.reason = reason
+        super().__init__(f"database connection lost ({reason}); the run keeps its checkpoint: boundloop resume {thread_id}")
+
+
+class CheckpointUnreadable(CheckpointsError):
+    """A run's stored checkpoint does not decode (corrupted, or written by an incompatible version)."""
+
+    def __init__(self, thread_id: str, reason: str) -> None:
+        self.thread_id = thread_id
+        self.reason = reason
+        super().__init__(
+            f"run {thread_id}: its checkpoint is unreadable ({reason}); it cannot be shown or resumed. "
+            "Start a new run; its ledger and trace stay in the database for inspection."
         )
 
 

@@ -7,6 +7,7 @@ means or how a payload is excerpted belongs to the tool gateway and the nodes.
 from __future__ import annotations
 
 import hashlib
+import re
 from contextlib import suppress
 from dataclasses import dataclass
 from datetime import datetime
@@ -21,6 +22,13 @@ from checkpoints.errors import LedgerConflict
 
 LedgerStatus = Literal["INTENT", "COMPLETE", "ABORT"]
 POINTER_PREFIX = "payload:"
+RUNNING, WAITING, STOPPED = "running", "waiting", "stopped"
+"""Registry statuses besides the terminal codes. `running` is stored while a process drives the
+run, but read back as `running` only while a process holds the run's lease (checkpoints/lease.py);
+a run whose driver died without a word (a kill, a crash, a lost database) reads as `stopped`."""
+DIED_SILENTLY = "the process driving it ended without recording why (killed, crashed or cut off from the database)"
+_UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
+"""What PostgreSQL text and jsonb refuse: NUL, and lone surrogates (not valid UTF-8)."""
 
 
 @dataclass(frozen=True)
@@ -36,6 +44,9 @@ class Run:
     result: Any
     """The terminal artifact as JSON; None until the run ends."""
     error: str | None
+    """Why a `stopped` run stopped."""
+    detail: str | None = None
+    """What a `waiting` run waits for; why a `stopped` one stopped."""
 
 
 @dataclass(frozen=True)
@@ -85,8 +96,28 @@ ON CONFLICT (thread_id) DO UPDATE SET
   task_hash = EXCLUDED.task_hash, result = EXCLUDED.result, error = EXCLUDED.error,
   updated_at = now()
 RETURNING *"""
-GET_RUN = "SELECT * FROM boundloop_runs WHERE thread_id = %s"
-LIST_RUNS = "SELECT * FROM boundloop_runs ORDER BY created_at DESC, thread_id LIMIT %s"
+SET_RUN_STATUS = """
+UPDATE boundloop_runs SET status = %(status)s, result = %(result)s, error = %(error)s, updated_at = now()
+WHERE thread_id = %(thread_id)s"""
+# The lease is a session-level advisory lock on a bigint key: pg_locks shows it as classid (high
+# 32 bits), objid (low 32 bits) and objsubid 1.
+_READ_RUNS = """
+WITH leased AS (
+  SELECT r.*, EXISTS (
+    SELECT 1 FROM pg_locks l
+    WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 1
+      AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
+      AND ((l.classid::text::bigint << 32) | l.objid::text::bigint) = hashtextextended('boundloop-run:' || r.thread_id, 0)
+  ) AS leased
+  FROM boundloop_runs r {where})
+SELECT thread_id, goal, profile, task_hash, created_at, updated_at, result,
+  CASE WHEN status = 'running' AND NOT leased THEN 'stopped' ELSE status END AS status,
+  CASE WHEN status = 'running' AND NOT leased THEN coalesce(error, %(died)s) ELSE error END AS error,
+  CASE WHEN status = 'waiting' THEN result ->> 'waiting_for'
+       WHEN status = 'stopped' OR (status = 'running' AND NOT leased) THEN coalesce(error, %(died)s) END AS detail
+FROM leased"""
+GET_RUN = _READ_RUNS.format(where="WHERE r.thread_id = %(thread_id)s")
+LIST_RUNS = _READ_RUNS.format(where="") + " ORDER BY created_at DESC, thread_id LIMIT %(limit)s"
 APPEND_TRACE = """
 INSERT INTO boundloop_trace (thread_id, kind, node, data) VALUES (%s, %s, %s, %s) RETURNING id"""
 READ_TRACE = "SELECT * FROM boundloop_trace WHERE thread_id = %s ORDER BY id"
@@ -128,19 +159,28 @@ async def upsert_run(
     error: str | None = None,
 ) -> Run:
     """Register the run or update it in place (created_at is kept)."""
-    params = dict(thread_id=thread_id, goal=goal, profile=profile, status=status,
-                  task_hash=task_hash, result=_json(result), error=error)
+    params = dict(thread_id=thread_id, goal=storable(goal), profile=profile, status=status,
+                  task_hash=task_hash, result=_json(result), error=storable(error))
     return Run(**await _one(pool, UPSERT_RUN, params))
 
 
+async def set_run_status(pool: AsyncConnectionPool, thread_id: str, status: str, *, result: Any = None, error: str | None = None) -> None:
+    """Move a registered run to `status` (running, waiting with what for in `result`, stopped with
+    `error`, or a terminal code). A run not registered yet (stopped before intake) stays unlisted."""
+    params = dict(thread_id=thread_id, status=status, result=_json(result), error=storable(error))
+    async with pool.connection() as conn:
+        await conn.execute(SET_RUN_STATUS, params)
+
+
 async def get_run(pool: AsyncConnectionPool, thread_id: str) -> Run | None:
-    row = await _maybe_one(pool, GET_RUN, (thread_id,))
+    """The run as the registry tells it: `running` only while a process holds its lease."""
+    row = await _maybe_one(pool, GET_RUN, {"thread_id": thread_id, "died": DIED_SILENTLY})
     return None if row is None else Run(**row)
 
 
 async def list_runs(pool: AsyncConnectionPool, limit: int = 20) -> list[Run]:
-    """Newest first."""
-    return [Run(**row) for row in await _all(pool, LIST_RUNS, (limit,))]
+    """Newest first, each as `get_run` tells it."""
+    return [Run(**row) for row in await _all(pool, LIST_RUNS, {"limit": limit, "died": DIED_SILENTLY})]
 
 
 # -- trace -----------------------------------------------------------------------------------
@@ -151,7 +191,7 @@ async def append_trace(
     data: Any = None,
 ) -> int:
     """Append one event; return its id."""
-    params = (thread_id, kind, node, Jsonb({} if data is None else data))
+    params = (thread_id, kind, node, _json({} if data is None else data))
     row = await _one(pool, APPEND_TRACE, params)
     return row["id"]
 
@@ -167,7 +207,7 @@ async def read_trace(pool: AsyncConnectionPool, thread_id: str) -> list[TraceEve
 async def put_payload(pool: AsyncConnectionPool, thread_id: str, call_id: str, body: str) -> str:
     """Store a full tool payload; return the pointer the state keeps."""
     digest = hashlib.sha256(body.encode()).hexdigest()
-    row = await _one(pool, PUT_PAYLOAD, (thread_id, call_id, digest, len(body), body))
+    row = await _one(pool, PUT_PAYLOAD, (thread_id, call_id, digest, len(body), storable(body)))
     return f"{POINTER_PREFIX}{row['id']}"
 
 
@@ -220,7 +260,8 @@ async def claim_intent(
 ) -> tuple[LedgerEntry, bool]:
     """`write_intent` in one round trip, also saying whether this call created the entry (True)
     or found one from before a crash (False)."""
-    params = dict(key=idempotency_key, thread_id=thread_id, call_id=call_id, step_id=step_id, tool=tool, server=server, args_hash=args_hash)
+    params = dict(key=idempotency_key, thread_id=thread_id, call_id=call_id, step_id=step_id, tool=storable(tool), server=storable(server),
+                  args_hash=args_hash)
     row = await _one(pool, WRITE_INTENT, params)
     fresh = row.pop("fresh")
     return LedgerEntry(**row), fresh
@@ -251,7 +292,7 @@ async def run_ledger(pool: AsyncConnectionPool, thread_id: str) -> list[LedgerEn
 async def _write_outcome(
     pool: AsyncConnectionPool, key: str, status: LedgerStatus, *, result: Any, error: str | None
 ) -> LedgerEntry:
-    row = await _maybe_one(pool, WRITE_OUTCOME, (status, _json(result), error, key))
+    row = await _maybe_one(pool, WRITE_OUTCOME, (status, _json(result), storable(error), key))
     if row is None:
         current = await get_ledger_entry(pool, key)
         raise LedgerConflict(key, None if current is None else current.status, status)
@@ -261,9 +302,23 @@ async def _write_outcome(
 # -- plumbing --------------------------------------------------------------------------------
 
 
+def storable(value: Any) -> Any:
+    """`value` with every string in it made acceptable to PostgreSQL text and jsonb: NUL and lone
+    surrogates become U+FFFD. What a model or a server sends must never make a write fail (a run
+    whose every retry fails on the same write is stuck for good); the payload's sha256 is taken
+    before, so the stored text still says it was altered."""
+    if isinstance(value, str):
+        return _UNSTORABLE.sub("\ufffd", value)
+    if isinstance(value, dict):
+        return {storable(key): storable(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [storable(item) for item in value]
+    return value
+
+
 def _json(value: Any) -> Jsonb | None:
-    """SQL NULL for None; JSON for everything else."""
-    return None if value is None else Jsonb(value)
+    """SQL NULL for None; JSON for everything else, made storable."""
+    return None if value is None else Jsonb(storable(value))
 
 
 async def _maybe_one(pool: AsyncConnectionPool, sql: str, params: Any) -> dict[str, Any] | None:

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
+import math
 import os
 import signal
 import sys
@@ -16,16 +18,19 @@ from importlib import resources
 from pathlib import Path
 from typing import Annotated, Any, Optional
 
+import psycopg
 import typer
+from psycopg_pool import PoolTimeout
 from pydantic import ValidationError
 from rich.console import Console
+from rich.markup import escape
 
 from checkpoints.errors import CheckpointsError
 from graph.errors import BoundloopError, ConfigError
 from graph.models import model_for
 from graph.progress import Progress, render_pending, render_report, render_runs, render_trace
 from graph.runner import RunReport, Runner
-from graph.task import RunSettings, Task
+from graph.task import RunSettings, Task, limit_problem
 from tools import secrets
 from tools.errors import ToolsError
 from tools.config import load_servers
@@ -132,17 +137,12 @@ def approve(
 ) -> None:
     """Approve what a run waits for — a call (or edit it, or answer for it), a plan, a result, a budget
     extension (--grant), a question (--answer) — then continue the run."""
-    if edit is not None:
-        decision: dict[str, Any] = {"decision": "edit", "args": _parse_json(edit, "--edit"), "approver": approver}
-    elif respond is not None:
-        decision = {"decision": "respond", "result": respond, "approver": approver}
-    elif grant:
-        decision = {"decision": "approve", "grant": _budget_overrides(grant), "approver": approver}
-    elif answer is not None:
-        decision = {"decision": "approve", "answer": answer, "approver": approver}
-    else:
-        decision = {"decision": "approve", "approver": approver}
-    _guarded(lambda: _with_runner(database_url, lambda runner: _decide(runner, run_id, call_id, decision, as_json)))
+
+    def decide() -> None:
+        decision = _approval(edit, respond, grant, answer, approver)
+        _with_runner(database_url, lambda runner: _decide(runner, run_id, call_id, decision, as_json))
+
+    _guarded(decide)
 
 
 @app.command()
@@ -157,6 +157,25 @@ def reject(
     """Reject a waiting call with a message the model sees, then continue the run."""
     decision = {"decision": "reject", "message": message, "approver": approver}
     _guarded(lambda: _with_runner(database_url, lambda runner: _decide(runner, run_id, call_id, decision, as_json)))
+
+
+def _approval(edit: str | None, respond: str | None, grant: list[str], answer: str | None, approver: str) -> dict[str, Any]:
+    """The decision `approve` sends, from its flags (at most one of them)."""
+    given = [flag for flag, value in (("--edit", edit), ("--respond", respond), ("--grant", grant), ("--answer", answer)) if value]
+    if len(given) > 1:
+        raise ConfigError(f"approve takes one of --edit, --respond, --grant, --answer (got {' and '.join(given)})")
+    if edit is not None:
+        arguments = _parse_json(edit, "--edit")
+        if not isinstance(arguments, dict):
+            raise ConfigError(f"--edit must be a JSON object of arguments (got {type(arguments).__name__}); e.g. --edit '{{\"path\": \"a.md\"}}'")
+        return {"decision": "edit", "args": arguments, "approver": approver}
+    if respond is not None:
+        return {"decision": "respond", "result": respond, "approver": approver}
+    if grant:
+        return {"decision": "approve", "grant": _budget_overrides(grant), "approver": approver}
+    if answer is not None:
+        return {"decision": "approve", "answer": answer, "approver": approver}
+    return {"decision": "approve", "approver": approver}
 
 
 def _parse_json(text: str, flag: str) -> Any:
@@ -200,8 +219,10 @@ def _settings(options: dict[str, Any]) -> RunSettings:
         os.environ.setdefault("OPENAI_API_KEY", api_key)
     chosen_model = options["model"] or values.get("model") or ("scripted" if options["script"] else os.environ.get("OPENAI_MODEL", "gpt-4o-mini"))
     values.update(model=chosen_model, unattended=options["unattended"] or values.get("unattended", False))
-    if options["approval_timeout"] is not None:
-        values["approval_timeout_s"] = options["approval_timeout"]
+    if (timeout := options["approval_timeout"]) is not None:
+        if not math.isfinite(timeout) or timeout < 0:
+            raise ConfigError(f"--approval-timeout {timeout:g} is not a number of seconds, 0 or more; e.g. --approval-timeout 3600")
+        values["approval_timeout_s"] = timeout
     for key in ("base_url", "script"):
         if options[key]:
             values[key] = str(options[key])
@@ -243,10 +264,16 @@ def _budget_overrides(pairs: list[str]) -> dict[str, Any]:
         name, sep, value = pair.partition("=")
         if not sep:
             raise ConfigError(f"--budget {pair!r} is not NAME=VALUE; e.g. --budget tool_calls=10")
+        if value.strip().lower() == "none":
+            overrides[name.strip()] = None
+            continue
         try:
-            overrides[name.strip()] = None if value.strip().lower() == "none" else json.loads(value)
+            number = json.loads(value)  # reads NaN and Infinity too: limit_problem refuses them
         except json.JSONDecodeError:
-            raise ConfigError(f"--budget {pair!r}: {value!r} is not a number; e.g. --budget tool_calls=10") from None
+            number = value
+        if problem := limit_problem(name.strip(), number):
+            raise ConfigError(f"--budget {pair!r}: {problem} (e.g. --budget tool_calls=10)")
+        overrides[name.strip()] = number
     return overrides
 
 
@@ -302,6 +329,11 @@ def _report_json(report: RunReport) -> dict[str, Any]:
 
 
 def _with_runner(database_url: str | None, body: Any, *, install: bool = False) -> None:
+    # psycopg, its pool and the lease log every dropped connection and reconnect attempt; during an
+    # outage that is a screenful on stderr. The runner rides the outage out or ends with one line.
+    for noisy in ("psycopg", "checkpoints.lease"):
+        logging.getLogger(noisy).addHandler(logging.NullHandler())
+
     async def main() -> None:
         async with Runner(database_url, install_postgres=install) as runner:
             _stop_on_signals(runner)
@@ -321,7 +353,7 @@ def _stop_on_signals(runner: Runner) -> None:
         received += 1
         if received > 1:
             os._exit(130)
-        err.print("[yellow]stopping at the next safe point; press Ctrl-C again to exit at once[/yellow]")
+        err.print("[yellow]stopping at the next safe point: the call in flight is cancelled, saved steps stay saved; press Ctrl-C again to exit at once[/yellow]")
         runner.cancel()
 
     for signum in (signal.SIGINT, signal.SIGTERM):
@@ -332,7 +364,11 @@ def _guarded(action: Any) -> None:
     try:
         action()
     except (BoundloopError, CheckpointsError, ToolsError) as error:
-        err.print(f"[bold red]error:[/bold red] {secrets.redact(str(error))}")
+        err.print(f"[bold red]error:[/bold red] {escape(secrets.redact(str(error)))}", highlight=False)
+        raise typer.Exit(2) from None
+    except (psycopg.OperationalError, PoolTimeout) as error:  # outside a drive: nothing was in flight
+        reason = " ".join(secrets.redact(str(error)).split())[:300]
+        err.print(f"[bold red]error:[/bold red] database connection lost ({escape(reason)}); nothing was changed: retry when the database is back", highlight=False)
         raise typer.Exit(2) from None
     except KeyboardInterrupt:
         err.print("[yellow]interrupted; the run keeps its last checkpoint: continue with `boundloop resume RUN`[/yellow]")

@@ -92,10 +92,10 @@ def render_report(console: Console, report: Any) -> None:
 
 
 def render_runs(console: Console, rows: list[dict[str, Any]]) -> None:
-    table = Table("run", "status", "profile", "updated", "goal", "worker")
+    table = Table("run", "status", "profile", "updated", "goal", "waiting for / stopped by", "worker")
     for row in rows:
         table.add_row(row["thread_id"], row["status"], row.get("profile") or "", str(row.get("updated_at", ""))[:19], (row.get("goal") or "")[:60],
-                      row.get("worker") or "")
+                      (row.get("detail") or "")[:80], row.get("worker") or "")
     console.print(table)
 
 

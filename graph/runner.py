@@ -3,25 +3,36 @@
 A run is a LangGraph thread. `Runner` owns the connection pool, the checkpointer and the
 services for the life of one process, streams a run's node updates to an observer, and reports
 where the run stands: ended (a terminal code) or waiting for a human (pending interrupts).
+
+Keeps the run registry honest: `running` while driven (and the lease is held), `waiting` with what
+for, `stopped` with the error, or the terminal code finalize wrote. A cancel stops the step in
+flight at once (its model or tool call is cancelled; every saved step stays saved). A database
+that goes away mid-run is waited for, with backoff, up to `DB_OUTAGE_S`; when it is back the run
+continues from its last checkpoint (the ledger keeps side effects exactly once), otherwise the
+drive ends with `DatabaseLost`, which says how to resume.
 """
 
 from __future__ import annotations
 
 import asyncio
+import math
+import os
 import time
 import uuid
-from contextlib import AsyncExitStack
+from contextlib import AsyncExitStack, suppress
 from dataclasses import asdict, dataclass, field
 from typing import Any, Callable
 
-from langgraph.types import Command
+import psycopg
+from langgraph.types import Command, StateSnapshot
+from psycopg_pool import PoolTimeout
 
 from checkpoints import approvals, queue, store
-from checkpoints.errors import ApprovalRefused
+from checkpoints.errors import ApprovalRefused, CheckpointUnreadable, DatabaseLost
 from checkpoints.pool import database_url, open_pool
 from checkpoints.saver import postgres_saver
 from graph.builder import RECURSION_LIMIT, build_graph
-from graph.errors import RunExists, RunNotFound, RunStopped
+from graph.errors import ConfigError, RunExists, RunNotFound, RunStopped
 from graph.halt import halt
 from graph.services import MAX_ACTIVE_RUNS, Services
 from graph.status import Terminal
@@ -29,6 +40,16 @@ from graph.task import RunSettings, Task
 
 Observer = Callable[[str, dict[str, Any], dict[str, Any]], None]
 """Called after each node with (node name, its update, the run state so far)."""
+
+DB_OUTAGE_S = 30.0
+"""How long one drive waits for a database that went away (a restart takes a few seconds);
+`BOUNDLOOP_DB_OUTAGE_S` changes it."""
+DB_RETRY_DELAYS_S = (0.25, 0.5, 1.0, 2.0)
+"""Backoff between reconnect attempts; the last delay repeats until DB_OUTAGE_S is spent."""
+MAX_OUTAGES_PER_DRIVE = 3
+"""Outages one drive rides out; a database that keeps dropping stops the drive."""
+CANCEL_UNWIND_S = 10.0
+"""How long a cancelled step may take to unwind (the SDK tells the tool server to cancel)."""
 
 
 @dataclass
@@ -61,7 +82,7 @@ class Runner:
         self._cancel = asyncio.Event()
 
     async def __aenter__(self) -> "Runner":
-        url = self._url or await asyncio.to_thread(database_url, install=self._install)
+        self._url = url = self._url or await asyncio.to_thread(database_url, install=self._install)
         self.pool = await open_pool(url)
         self._stack.push_async_callback(self.pool.close)
         saver = await self._stack.enter_async_context(postgres_saver(self.pool))
@@ -86,13 +107,14 @@ class Runner:
         return await self._drive(thread_id, graph_input, observe, context=settings)
 
     def cancel(self) -> None:
-        """Stop the run being driven at the next safe point (after the current step is saved)."""
+        """Stop the run being driven now: the step in flight is cancelled (its model or tool call
+        with it) and the run keeps its last saved step, resumable."""
         self._cancel.set()
 
     async def resume(self, thread_id: str, *, decisions: dict[str, Any] | None = None, observe: Observer | None = None) -> RunReport:
         """Continue a run from its last checkpoint: after a crash (no decisions), with human decisions,
         or after a dependency was unavailable (UNAVAILABLE_DEP: the phase that stopped runs again)."""
-        snapshot = await self.graph.aget_state(_config(thread_id))
+        snapshot = await self._snapshot(thread_id)
         if not snapshot.values:
             raise RunNotFound(f"no run {thread_id!r} in this database; list runs with `boundloop runs`")
         # A kill can land after a task saved its writes but before the step's checkpoint: then
@@ -105,12 +127,17 @@ class Runner:
         return await self._drive(thread_id, command, observe)
 
     async def decide(self, thread_id: str, call_id: str, decision: dict[str, Any], *, observe: Observer | None = None) -> RunReport:
-        """Decide one pending approval (bound to its call and argument hash), then continue the run."""
-        snapshot = await self.graph.aget_state(_config(thread_id))
+        """Decide one pending approval (bound to its call and argument hash), then continue the run.
+
+        Refused (`ApprovalRefused`, nothing recorded as decided by this call): a call that is not
+        waiting, other arguments, a request past its expiry (it counts as a rejection, which
+        `resume` applies), or a decision the run itself refused (it asks again).
+        """
+        snapshot = await self._snapshot(thread_id)
         if not snapshot.interrupts and (snapshot.next or snapshot.tasks):
             # Killed on its way to the interrupt (request recorded, wait not yet saved): get there first.
             await self.resume(thread_id, observe=observe)
-            snapshot = await self.graph.aget_state(_config(thread_id))
+            snapshot = await self._snapshot(thread_id)
         waiting = {item.value.get("call_id"): item for item in snapshot.interrupts if isinstance(item.value, dict)}
         if call_id not in waiting:
             known = sorted(key for key in waiting if key)
@@ -120,15 +147,25 @@ class Runner:
             raise ApprovalRefused(thread_id, call_id, "the decision is for other arguments than the ones the request was made for (argument hash mismatch)")
         if item.value.get("type") != "tool_approval":
             return await self.resume(thread_id, decisions={item.id: _as_answer(decision)}, observe=observe)
+        expires_at = item.value.get("expires_at")
+        if expires_at is not None and expires_at < time.time():
+            at = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(expires_at))
+            raise ApprovalRefused(thread_id, call_id, f"the request expired at {at} and counts as a rejection; "
+                                                      f"`boundloop resume {thread_id}` continues the run with it rejected")
         bound = {**decision, "call_id": call_id, "args_hash": item.value.get("args_hash")}
-        return await self.resume(thread_id, decisions={item.id: bound}, observe=observe)
+        report = await self.resume(thread_id, decisions={item.id: bound}, observe=observe)
+        for waiting in report.interrupts:
+            value = waiting["value"] if isinstance(waiting["value"], dict) else {}
+            if value.get("call_id") == call_id and value.get("refused"):
+                raise ApprovalRefused(thread_id, call_id, f"{value['refused']}; the run still waits for a decision")
+        return report
 
     async def pending(self, thread_id: str | None = None) -> list[dict[str, Any]]:
         """Approval requests waiting for a human, across all runs unless one is named."""
         return [asdict(row) for row in await approvals.pending_approvals(self.pool, thread_id)]
 
     async def report(self, thread_id: str) -> RunReport:
-        snapshot = await self.graph.aget_state(_config(thread_id))
+        snapshot = await self._snapshot(thread_id)
         if not snapshot.values:
             raise RunNotFound(f"no run {thread_id!r} in this database; list runs with `boundloop runs`")
         interrupts = [{"id": item.id, "value": item.value} for item in snapshot.interrupts]
@@ -144,30 +181,154 @@ class Runner:
     async def trace(self, thread_id: str) -> list[dict[str, Any]]:
         return [asdict(event) for event in await store.read_trace(self.pool, thread_id)]
 
+    async def _snapshot(self, thread_id: str) -> StateSnapshot:
+        """The run's latest checkpoint; `CheckpointUnreadable` when it does not decode."""
+        try:
+            return await self.graph.aget_state(_config(thread_id))
+        except (psycopg.Error, PoolTimeout):
+            raise
+        except Exception as error:  # whatever a corrupted blob makes the serializer raise
+            raise CheckpointUnreadable(thread_id, _one_line(error)) from error
+
     async def _drive(self, thread_id: str, graph_input: Any, observe: Observer | None, context: RunSettings | None = None) -> RunReport:
-        state: dict[str, Any] = {}
-        async with self.services.driving(thread_id):
+        """Drive the run until it ends, waits or is cancelled, riding out short database outages."""
+        outages = 0
+        while True:
             try:
-                # durability="sync": each step's checkpoint is written before the next step starts,
-                # so a kill or a cancel loses at most the step in flight.
-                stream = self.graph.astream(graph_input, _config(thread_id), context=context, stream_mode="updates", durability="sync")
-                async for chunk in stream:
-                    for node, update in chunk.items():
-                        if isinstance(update, dict):
-                            state.update(update)
-                            if observe:
-                                observe(node, update, state)
-                    if self._cancel.is_set():
-                        await stream.aclose()
-                        return await self._halt(thread_id)
+                return await self._drive_leased(thread_id, graph_input, observe, context)
             except Exception as error:
+                lost = _connection_lost(error)
+                if lost is None:
+                    raise
+                outages += 1
+                if outages > MAX_OUTAGES_PER_DRIVE or not await self._database_back():
+                    raise DatabaseLost(thread_id, _one_line(lost)) from error
+            # Back: continue from the last checkpoint (the original input if none was saved yet).
+            if (await self._snapshot(thread_id)).values:
+                graph_input = None
+
+    async def _drive_leased(self, thread_id: str, graph_input: Any, observe: Observer | None, context: RunSettings | None) -> RunReport:
+        async with self.services.driving(thread_id):
+            await store.set_run_status(self.pool, thread_id, store.RUNNING)
+            try:
+                if await self._stream(thread_id, graph_input, observe, context):
+                    return await self._halt(thread_id)
+            except Exception as error:
+                if _connection_lost(error) is not None:
+                    raise
+                with suppress(psycopg.Error, PoolTimeout):
+                    await store.set_run_status(self.pool, thread_id, store.STOPPED, error=f"{type(error).__name__}: {_one_line(error)}")
                 raise RunStopped(thread_id, error) from error
-        return await self.report(thread_id)
+            report = await self.report(thread_id)
+            if report.waiting:
+                await store.set_run_status(self.pool, thread_id, store.WAITING, result={"waiting_for": _what_for(report)})
+            return report
+
+    async def _stream(self, thread_id: str, graph_input: Any, observe: Observer | None, context: RunSettings | None) -> bool:
+        """Stream the run's steps to `observe`; True when a cancel stopped it first.
+
+        The stream runs in its own task so a cancel does not wait for the step in flight: that
+        task is cancelled, which cancels the node's model or tool call (a side effect cut off
+        this way stays an INTENT in the ledger, reconciled on resume).
+        """
+        state: dict[str, Any] = {}
+
+        async def consume() -> None:
+            # durability="sync": each step's checkpoint is written before the next step starts,
+            # so a kill or a cancel loses at most the step in flight.
+            stream = self.graph.astream(graph_input, _config(thread_id), context=context, stream_mode="updates", durability="sync")
+            async for chunk in stream:
+                for node, update in chunk.items():
+                    if isinstance(update, dict):
+                        state.update(update)
+                        if observe:
+                            observe(node, update, state)
+
+        steps = asyncio.create_task(consume(), name=f"drive:{thread_id}")
+        cancel = asyncio.create_task(self._cancel.wait())
+        halted = False
+        try:
+            await asyncio.wait({steps, cancel}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            cancel.cancel()
+            if not steps.done():
+                halted = True
+                steps.cancel()
+                await asyncio.wait({steps}, timeout=CANCEL_UNWIND_S)
+        if halted:
+            if steps.done() and not steps.cancelled():
+                steps.exception()  # whatever the cut-off step raised while unwinding is moot: the run halts
+            return True
+        steps.result()  # re-raises what stopped the stream
+        return False
+
+    async def _database_back(self) -> bool:
+        """Wait, with backoff, for the database to answer again; then drop the pool's dead connections."""
+        deadline = time.monotonic() + outage_window_s()
+        attempt = 0
+        while True:
+            await asyncio.sleep(DB_RETRY_DELAYS_S[min(attempt, len(DB_RETRY_DELAYS_S) - 1)])
+            attempt += 1
+            try:
+                connection = await psycopg.AsyncConnection.connect(self._url, connect_timeout=2)
+            except psycopg.Error:
+                if time.monotonic() >= deadline:
+                    return False
+                continue
+            await connection.close()
+            await self.pool.check()
+            return True
 
     async def _halt(self, thread_id: str) -> RunReport:
         """A cancelled run: USER_CANCEL with its halt record, its checkpoint left resumable."""
         await halt(self.graph, thread_id, self.services)
-        return await self.report(thread_id)
+        report = await self.report(thread_id)
+        # A step cut off mid-flight leaves its tasks pending without `next`, where the halt writes
+        # no state (the registry has USER_CANCEL either way): the report says what happened.
+        report.status = Terminal.USER_CANCEL
+        return report
+
+
+def outage_window_s() -> float:
+    """Seconds a drive waits for a lost database: BOUNDLOOP_DB_OUTAGE_S, else DB_OUTAGE_S."""
+    raw = os.environ.get("BOUNDLOOP_DB_OUTAGE_S", "")
+    try:
+        value = float(raw) if raw else DB_OUTAGE_S
+    except ValueError:
+        raise ConfigError(f"BOUNDLOOP_DB_OUTAGE_S={raw!r} is not a number of seconds; e.g. BOUNDLOOP_DB_OUTAGE_S=30") from None
+    if not math.isfinite(value) or value < 0:
+        raise ConfigError(f"BOUNDLOOP_DB_OUTAGE_S={raw!r} must be a finite number of seconds, 0 or more; e.g. 30")
+    return value
+
+
+def _connection_lost(error: BaseException) -> BaseException | None:
+    """The database error in `error`'s chain that means the connection is gone, if any.
+
+    The chain matters: an error in the lease's unlock (on a dead connection) has the real error
+    as its context.
+    """
+    seen: set[int] = set()
+    current: BaseException | None = error
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, (psycopg.OperationalError, PoolTimeout)):
+            return current
+        current = current.__cause__ or current.__context__
+    return None
+
+
+def _one_line(error: BaseException) -> str:
+    text = " ".join(str(error).split())
+    return (text or type(error).__name__)[:300]
+
+
+def _what_for(report: RunReport) -> str:
+    """What a waiting run waits for, e.g. `CONFIRM_REQUIRED: tool_approval a2.1 workspace__write_file`."""
+    asks = []
+    for item in report.interrupts:
+        value = item["value"] if isinstance(item["value"], dict) else {}
+        asks.append(" ".join(str(part) for part in (value.get("type"), value.get("call_id"), value.get("name")) if part))
+    return f"{report.status}: {'; '.join(asks)}" if asks else report.status
 
 
 def _reopening(values: dict[str, Any]) -> Command | None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -89,6 +90,8 @@ class Task(BaseModel):
         unknown = sorted(set(budget) - set(Budget.model_fields))
         if unknown:
             raise ValueError(f"unknown budget dimension(s) {unknown}; known: {sorted(Budget.model_fields)}")
+        if problems := [problem for name, value in budget.items() if (problem := limit_problem(name, value))]:
+            raise ValueError("; ".join(problems))
         Budget.model_validate({**PROFILES["coding_assistant"].model_dump(), **budget})
         return budget
 
@@ -96,6 +99,16 @@ class Task(BaseModel):
         """SHA-256 of the task's canonical JSON: the same task on the same thread hashes the same."""
         canonical = json.dumps(self.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def limit_problem(name: str, value: Any) -> str | None:
+    """Why `value` cannot be a budget limit, or None. A NaN limit compares false with everything
+    and would switch the budget off; a negative one can never be met."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+        return f"{name}={value!r} is not a limit; give a finite number, 0 or more, or none for no limit"
+    return None
 
 
 class RunSettings(BaseModel):
@@ -127,7 +140,7 @@ class RunSettings(BaseModel):
     """No human available: every `ask` decision becomes `deny`, so the run never waits."""
     prices: dict[str, tuple[float, float]] = Field(default_factory=dict)
     """Extra model prices, USD per million tokens: {"model": [input, output]}."""
-    approval_timeout_s: float | None = None
+    approval_timeout_s: float | None = Field(default=None, ge=0, allow_inf_nan=False)
     """Seconds a tool approval may wait; a decision after that counts as a rejection. None: no expiry."""
     count_wait_time: bool = False
     """Charge time spent waiting for a human to the wall-clock budget (default: only active time counts)."""

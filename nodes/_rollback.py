@@ -22,10 +22,13 @@ ROLLS_BACK: frozenset[str] = frozenset(
 
 
 async def roll_back(run_id: str, settings: dict[str, Any], services: Services, pinned: dict[str, Any] | None = None) -> list[dict[str, Any]]:
-    """Compensate every completed side effect of the run; return one outcome per effect."""
-    entries = [entry for entry in await store.run_ledger(await services.pool(), run_id) if entry.status == "COMPLETE"]
+    """Compensate every completed side effect of the run; return one outcome per effect. A side
+    effect sent but never answered (an INTENT without outcome) is listed for a person to check."""
+    ledger = await store.run_ledger(await services.pool(), run_id)
+    unanswered = [saga.unanswered(entry.call_id, qualified_name(entry.server, entry.tool)) for entry in reversed(ledger) if entry.status == "INTENT"]
+    entries = [entry for entry in ledger if entry.status == "COMPLETE"]
     if not entries:
-        return []
+        return unanswered
     registry = await services.registry(run_id, settings, pinned)
     effects = [
         saga.Effect(call_id=entry.call_id, spec=spec, arguments=entry.result.get("arguments", {}),
@@ -34,4 +37,4 @@ async def roll_back(run_id: str, settings: dict[str, Any], services: Services, p
         if (spec := registry.get(qualified_name(entry.server, entry.tool))) is not None
     ]
     bridge = await services.bridge(run_id, settings)
-    return list(await saga.compensate(pinning.PinnedCalls(bridge, registry), effects, timeout_s=settings.get("tool_timeout_s", 30.0)))
+    return unanswered + list(await saga.compensate(pinning.PinnedCalls(bridge, registry), effects, timeout_s=settings.get("tool_timeout_s", 30.0)))

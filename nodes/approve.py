@@ -98,7 +98,7 @@ async def _decision(request: dict[str, Any], call: dict[str, Any], pool: Any, ru
             except ApprovalRefused as error:
                 refusal = error.reason
                 continue
-            if recorded.expires_at is not None and recorded.decided_at > recorded.expires_at:
+            if _expired(recorded):
                 return ApprovalDecision(decision="reject", message=EXPIRED.format(name=call["name"]), approver=decision.approver), recorded
             if decision.decision == "reject":
                 decision = decision.model_copy(update={"message": REJECTED.format(name=call["name"], message=decision.message or "no reason given")})
@@ -121,9 +121,14 @@ async def _claim(pool: Any, run_id: str, call: dict[str, Any], decision: Approva
                                       decision=decision.decision, approver=decision.approver, interrupt_id=None)
     except ApprovalRefused:
         recorded = await approvals.get_approval(pool, run_id, call["call_id"])
-        if recorded is not None and recorded.decision == decision.decision:
+        if recorded is not None and (recorded.decision == decision.decision or _expired(recorded)):
             return recorded
         raise
+
+
+def _expired(recorded: Any) -> bool:
+    """The request was used after its expiry, so it was recorded as a rejection (checkpoints.approvals)."""
+    return recorded.expires_at is not None and recorded.decided_at is not None and recorded.decided_at > recorded.expires_at
 
 
 def _request(call: dict[str, Any], payload: dict[str, Any]) -> dict[str, Any]:

@@ -10,7 +10,18 @@ be exited by the task that entered it, but LangGraph runs every node in its own 
 each server's `Client` lives in a dedicated task that enters it, signals ready, waits for
 `close()`, and exits it; calls from any task go through the client object. If the connection
 dies (an HTTP peer going away cancels the transport's task group), the owner task ends, and
-every call in flight or to come returns `server_unavailable` at once instead of hanging.
+every call in flight returns `server_unavailable` at once instead of hanging.
+
+Reconnect: the next call to a server whose connection died starts a new owner task (a new
+process for stdio) and goes on if the handshake succeeds, at most `max_reconnects` times per
+server and bridge, so one crash does not leave a tool dead for the rest of a long run while a
+server that keeps dying is not restarted forever. Calls reach the bridge only through the gate,
+whose server circuit stops sending calls (hence reconnects) to a server that keeps failing.
+A call is never re-sent here: whether an unanswered call may be repeated is the ledger's and
+dispatch's decision.
+
+The per-call timeout is the server's `timeout_s` when its config sets one (bounded by the step's
+deadline, graph/deadline.py), else the caller's.
 
 Every wait is bounded: the handshake by `startup_timeout_s`, a call by its `timeout_s` (the SDK
 sends `notifications/cancelled` when it fires, on its own timeout or on ours), `close()` by
@@ -43,6 +54,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.types import CONNECTION_CLOSED, REQUEST_TIMEOUT, CallToolResult, Implementation, Tool
 from pydantic import ValidationError
 
+from graph import deadline
 from tools.config import ServerConfig
 from tools.errors import BridgeError, ServerStartError, UnknownServerError
 from tools.outcome import CallOutcome
@@ -56,6 +68,8 @@ ProgressFn = Callable[[float, float | None, str | None], Awaitable[None]]
 
 STARTUP_TIMEOUT_S = 30.0
 CLOSE_TIMEOUT_S = 10.0
+MAX_RECONNECTS = 3
+"""Restarts of one server within one bridge (one run) after its connection died."""
 _HARD_BOUND_GRACE_S = 1.0
 """Our own `fail_after` fires this long after the SDK's read timeout, in case the SDK's never does."""
 _STDERR_TAIL_LINES = 15
@@ -90,6 +104,7 @@ class MCPBridge:
         log_dir: Path | None = None,
         startup_timeout_s: float = STARTUP_TIMEOUT_S,
         close_timeout_s: float = CLOSE_TIMEOUT_S,
+        max_reconnects: int = MAX_RECONNECTS,
     ) -> None:
         self._id = uuid.uuid4().hex[:8]
         self._log_dir = log_dir or Path.cwd() / ".boundloop" / "logs"
@@ -97,7 +112,7 @@ class MCPBridge:
         self.redactor = Redactor.for_servers(servers.values())
         """Masks the servers' secrets (and the environment's) in everything the bridge returns or logs."""
         self._connections = {
-            name: _Connection(config, self._log_dir / f"{name}.{self._id}.stderr.log", startup_timeout_s, self.redactor)
+            name: _Connection(config, self._log_dir / f"{name}.{self._id}.stderr.log", startup_timeout_s, self.redactor, max_reconnects)
             for name, config in servers.items()
         }
         self._started = False
@@ -149,8 +164,8 @@ class MCPBridge:
             if pending:
                 await asyncio.wait(pending, timeout=self._close_timeout_s)
         for connection in connections:
-            if connection.pid is not None:
-                _kill_leftovers(connection.pid)
+            for pid in connection.pids:
+                _kill_leftovers(pid)
 
     def specs(self) -> list[ToolSpec]:
         """Every tool of every server that started (a later crash does not remove them: their
@@ -158,7 +173,8 @@ class MCPBridge:
         return [spec for connection in self._connections.values() for spec in connection.specs()]
 
     def unavailable(self) -> dict[str, str]:
-        """Servers that cannot take calls now, with the reason (did not start, crashed, closed)."""
+        """Servers that cannot take calls now, with the reason (did not start, crashed, closed).
+        A crashed server is listed until a call reconnects it."""
         return {name: c.failure for name, c in self._connections.items() if c.failure is not None}
 
     def pids(self) -> dict[str, int]:
@@ -184,7 +200,12 @@ class MCPBridge:
         timeout_s: float,
         on_progress: ProgressFn | None = None,
     ) -> CallOutcome:
-        """Run one tool call; always returns an outcome (ok, tool_error, timeout or server_unavailable)."""
+        """Run one tool call; always returns an outcome (ok, tool_error, timeout or server_unavailable).
+
+        `timeout_s` applies unless the server's config sets its own `timeout_s`. A server whose
+        connection died is reconnected first (within `max_reconnects`); `attempts` is 0 when the
+        call could not be sent at all.
+        """
         if not self._started:
             raise BridgeError("MCPBridge.call() before start(); use `async with MCPBridge(...)` or await start() first.")
         connection = self._connections.get(server)
@@ -200,16 +221,21 @@ class _NotStarted(Exception):
 class _Connection:
     """One server's `Client`, owned by one task; calls may come from any task."""
 
-    def __init__(self, config: ServerConfig, log_path: Path, startup_timeout_s: float, redactor: Redactor) -> None:
+    def __init__(self, config: ServerConfig, log_path: Path, startup_timeout_s: float, redactor: Redactor, max_reconnects: int = MAX_RECONNECTS) -> None:
         self.config = config
         self.path_root = config.path_root  # reads the cwd: here, off the event loop
         self.redactor = redactor
         self.log_path = log_path
         self.startup_timeout_s = startup_timeout_s
+        self.max_reconnects = max_reconnects
+        self.reconnects = 0
+        """Times this server was restarted after its connection died."""
         self.task: asyncio.Task[None] | None = None
         self.client: Client | None = None
         self.tools: list[Tool] = []
         self.pid: int | None = None
+        self.pids: list[int] = []
+        """Every process spawned for this server (one per connect), for the cleanup at close."""
         self.failure: str | None = None
         self.start_error: ServerStartError | None = None
         self._listing: asyncio.Task[list[Tool] | None] | None = None
@@ -219,9 +245,36 @@ class _Connection:
         self._settled = asyncio.Event()
         self._closing = asyncio.Event()
         self._dead = asyncio.Event()
+        self._ready_once = False
+        self._reconnecting = asyncio.Lock()
 
     def launch(self) -> None:
         self.task = asyncio.create_task(self._own(), name=f"mcp-owner:{self.config.name}")
+
+    async def reconnect(self) -> bool:
+        """Start a new connection in place of a dead one; True when it is ready.
+
+        Only a server that was connected once and died is restarted (one that never started
+        is a configuration problem), never after close, and at most `max_reconnects` times.
+        Concurrent callers share one attempt.
+        """
+        async with self._reconnecting:
+            if self.client is not None and self.failure is None:
+                return True  # another caller reconnected it meanwhile
+            if not self._ready_once or self._closing.is_set() or self.reconnects >= self.max_reconnects:
+                return False
+            if self.task is not None and not self.task.done():  # the old owner still holds the dead client
+                self.task.cancel()
+                await asyncio.wait({self.task}, timeout=CLOSE_TIMEOUT_S)
+                if not self.task.done():
+                    return False  # it does not let go: never run two owners (and two processes) side by side
+            self.reconnects += 1
+            logger.warning("MCP server %r: reconnecting (%d of %d) after: %s", self.config.name, self.reconnects, self.max_reconnects, self.failure)
+            self.failure, self.start_error, self.client = None, None, None
+            self._settled, self._dead = asyncio.Event(), asyncio.Event()
+            self.launch()
+            await self.wait_started()
+            return self.client is not None and self.failure is None
 
     async def wait_started(self) -> None:
         # The owner bounds its handshake itself; this outer bound only guards against a bug there.
@@ -274,9 +327,14 @@ class _Connection:
 
     async def _call(self, tool: str, arguments: dict[str, Any], *, timeout_s: float, on_progress: ProgressFn | None) -> CallOutcome:
         name = qualified_name(self.config.name, tool)
+        if self.config.timeout_s is not None:  # the server's own timeout, still within the step's deadline
+            timeout_s = deadline.bound(self.config.timeout_s)
+        if self.client is None or self.failure is not None:
+            failure = self.failure
+            if not await self.reconnect():
+                return self._unavailable(name, self.failure or failure or "not connected", 0.0, attempts=0)
         client = self.client
-        if client is None or self.failure is not None:
-            return self._unavailable(name, self.failure or "not connected", 0.0, attempts=0)
+        assert client is not None
         started = time.perf_counter()
 
         def elapsed_ms() -> float:
@@ -372,8 +430,11 @@ class _Connection:
                     await stack.enter_async_context(client)
                     if self.config.transport == "stdio":
                         self.pid = _find_child_by_stderr(self.log_path)
+                        if self.pid is not None:
+                            self.pids.append(self.pid)
                     self.tools = await _list_all_tools(client)
                     self.client, ready = client, True
+                    self._ready_once = True
                     deadline.deadline = math.inf  # the scope stays open (anyio nesting); only startup is bounded
                     self._settled.set()
                     await self._closing.wait()
@@ -393,7 +454,7 @@ class _Connection:
             self._log_offset = errlog.tell()
             params = StdioServerParameters(command=config.command or "", args=config.args, env=config.env or None, cwd=config.cwd)
             return stdio_client(params, errlog=errlog)
-        read_s = max(300.0, config.timeout_s + 30.0)  # the SSE stream of a long call stays open this long
+        read_s = max(300.0, (config.timeout_s or 0.0) + 30.0)  # the SSE stream of a long call stays open this long
         http = httpx2.AsyncClient(headers=config.headers, timeout=httpx2.Timeout(self.startup_timeout_s, read=read_s))
         await stack.enter_async_context(http)
         return streamable_http_client(str(config.url), http_client=http)

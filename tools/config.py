@@ -11,10 +11,11 @@ never decides permissions (tools/policy.py does).
                   "trusted": true, "timeout_s": 20, "protocol": "legacy"}}}
 
 Our keys on top of the common shape: `trusted` (only a trusted server's annotations may relax a
-permission decision), `timeout_s` (default per-call timeout), `protocol` (`auto` probes the
-2026 handshake and falls back; `legacy` forces `initialize`), `root` and `path_arguments` (where
-the server's files live on this host and which arguments of its tools name them, so path rules
-match resolved paths; our own servers need neither: their `--root` and their schemas say it). The common `type` key is accepted
+permission decision), `timeout_s` (this server's per-call timeout; it wins over the run's
+`tool_timeout_s`), `protocol` (`auto` probes the 2026 handshake and falls back; `legacy` forces
+`initialize`), `root` and `path_arguments` (where the server's files live on this host and which
+arguments of its tools name them, so path rules match resolved paths; our own servers need
+neither: their `--root` and their schemas say it). The common `type` key is accepted
 (`stdio`, `http`, `streamable-http`) and must agree with command/url. Top-level keys other than
 `mcpServers` are ignored, so an existing desktop-client config file can be pointed at as is.
 `${VAR}` and `${VAR:-default}` are expanded in `args`, `env` and `headers` only; a bare `$VAR`
@@ -61,8 +62,9 @@ class ServerConfig(BaseModel):
     headers: dict[str, str] = Field(default_factory=dict)
     trusted: bool = False
     """Whether this server's tool annotations may relax a permission decision."""
-    timeout_s: float = Field(default=30.0, gt=0)
-    """Default timeout of one tool call on this server, in seconds."""
+    timeout_s: float | None = Field(default=None, gt=0, allow_inf_nan=False)
+    """Timeout of one tool call on this server, in seconds; when set it wins over the run's
+    `tool_timeout_s` (which applies to servers that set none)."""
     protocol: Literal["auto", "legacy"] = "auto"
     """`auto`: try the 2026 `server/discover` handshake, fall back to `initialize`; `legacy`: `initialize` only."""
     root: str | None = None

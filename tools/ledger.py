@@ -1,23 +1,30 @@
 """ledger: run a side-effecting call at most once per idempotency key, across crashes and resumes.
 
-Write-ahead: INTENT is recorded before the call is sent, COMPLETE or ABORT after it returns.
+Write-ahead: INTENT is recorded before the call is sent, COMPLETE or ABORT once it is answered.
+ABORT means "answered with a failure, or never sent": the effect did not happen. A call that was
+sent but never answered (`timeout`, `server_unavailable` after dispatch, a cancel) may have taken
+effect, so it is not ABORT: a tool that is safe to repeat (idempotent, or one that takes our
+idempotency key) is re-sent with the same key, up to `RESENDS` times (the bridge reconnects a
+dead server first); if it stays unanswered, or any other tool, its INTENT stays without outcome
+and the call becomes `unknown_after_crash`, which sends the run to a human review; a rollback
+lists it for manual checking.
 On a resumed run the ledger answers first:
   COMPLETE → the stored result is reused; the tool is not called again;
   ABORT    → the stored failure is returned (a failed call, as before the crash);
-  INTENT   → the outcome is unknown. A tool that is safe to repeat (idempotent, or one that takes
-             our idempotency key) is sent again with the same key; any other becomes
-             `unknown_after_crash` and goes to a human with the evidence.
+  INTENT   → the outcome is unknown; handled as an unanswered call above.
 Never decides permission or budget; the gate did that before the call reached here.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 from typing import Any, Awaitable, Callable
 
 from psycopg_pool import AsyncConnectionPool
 
 from checkpoints import store
+from graph import deadline
 from graph.faults import crash_point, crash_while
 from tools.outcome import CallOutcome
 from tools.registry import ToolSpec
@@ -27,7 +34,14 @@ UNKNOWN_AFTER_CRASH = (
     "unknown_after_crash: {tool} was sent before a crash and its outcome was never recorded; "
     "it is not safe to send again. A human must check whether it took effect."
 )
+UNANSWERED = (
+    "unknown_after_crash: {tool} was sent but never answered ({why}), so it may or may not have taken "
+    "effect; it was not sent again. Do not repeat it: a human must check whether it took effect."
+)
 REUSED = "result reused from the ledger; the tool was not called again"
+NOT_ANSWERED = frozenset({"timeout", "server_unavailable", "cancelled"})
+RESENDS = 2
+"""Re-sends, with the same key, of a repeatable call that was sent and not answered."""
 
 
 def idempotency_key(run_id: str, step_id: str | None, call_id: str, args_hash: str) -> str:
@@ -71,9 +85,27 @@ async def run_once(
     async with crash_while("tool:during_call"):
         outcome = await send(arguments)
     crash_point("tool:after_call")
+    unknown, attempts, latency_ms = _unanswered(outcome), outcome.attempts, outcome.latency_ms
+    for _ in range(RESENDS if safe_to_repeat(spec) else 0):
+        if not unknown or deadline.passed():
+            break
+        again = await send(arguments)  # the same key: a server that already did it answers with the first result
+        attempts, latency_ms = attempts + again.attempts, latency_ms + again.latency_ms
+        if again.attempts > 0:  # not sent at all (the server could not be reached) leaves it unknown
+            outcome, unknown = again, _unanswered(again)
+    if unknown:
+        why = outcome.detail or outcome.status
+        text = UNANSWERED.format(tool=call["name"], why=why)
+        return CallOutcome("unknown_after_crash", text=text, latency_ms=latency_ms, attempts=attempts,
+                           detail=f"{outcome.status}: {why}; ledger key {key} stays INTENT")
     if outcome.ok:
         # The arguments sent are kept with the result: compensating the call needs both.
         await store.write_complete(pool, key, {"text": outcome.text, "structured": outcome.structured, "arguments": arguments})
     else:
         await store.write_abort(pool, key, outcome.text or outcome.detail)
-    return outcome
+    return dataclasses.replace(outcome, attempts=attempts, latency_ms=latency_ms)
+
+
+def _unanswered(outcome: CallOutcome) -> bool:
+    """Sent, or perhaps sent, and no answer came: the effect may or may not have happened."""
+    return outcome.status in NOT_ANSWERED and not (outcome.status == "server_unavailable" and outcome.attempts == 0)

@@ -3,7 +3,8 @@
 Owns the reversibility class of a tool (DESIGN §7, seed 000 §15.10), the compensating call for
 each write of our shipped servers (workspace, records), and running those calls in reverse
 order. Never decides when to roll back and never records anything: the loop calls `compensate`
-on failure and puts the returned outcomes in its trace.
+on failure and puts the returned outcomes in its trace. A side effect sent but never answered
+has no compensation (what it changed is unknown): `unanswered` words its manual-check line.
 
 Classes, first match wins:
     config override (`{"workspace__write_file": "reversible"}`)   → as configured
@@ -51,6 +52,10 @@ WHY_UNKNOWN = "is irreversible: no compensating call is known for it"
 WHY_CONFIGURED = "is configured as irreversible"
 WHY_CLAIMED = "is configured as {kind}, but no compensating call is known for it"
 WHY_NO_RECORD = "returned no record of what it changed, so no compensating call can be built"
+UNANSWERED = (
+    "{tool} was sent but never answered (its ledger entry is an INTENT without outcome), so whether it took "
+    "effect is unknown; check call {call_id} and undo it by hand if it did."
+)
 
 # Text of the workspace's and the records server's "not found" errors. A delete that finds
 # nothing has reached the state it asserts, so a replayed delete is done, not failed.
@@ -147,6 +152,13 @@ async def compensate(
         status, detail = await _run(bridge, effect, compensation, timeout_s)
         report.append(_line(effect, compensation.tool, compensation.arguments, status, detail))
     return report
+
+
+def unanswered(call_id: str, tool: str) -> CompensationOutcome:
+    """The rollback line of a side effect that was sent and never answered: nothing to run (there
+    is no record of what it changed, nor proof that it changed anything), a person must check."""
+    return CompensationOutcome(call_id=call_id, tool=tool, arguments={}, status="manual_action_required",
+                               detail=UNANSWERED.format(tool=tool, call_id=call_id))
 
 
 # -- running ---------------------------------------------------------------------------------

@@ -25,8 +25,8 @@ from tools.errors import ServerStartError
 from tools.registry import ToolHints
 
 
-def bridge_for(log_dir: Path, **entries: dict) -> MCPBridge:
-    return MCPBridge(load_servers({"mcpServers": entries}), log_dir=log_dir)
+def bridge_for(log_dir: Path, max_reconnects: int = 3, **entries: dict) -> MCPBridge:
+    return MCPBridge(load_servers({"mcpServers": entries}), log_dir=log_dir, max_reconnects=max_reconnects)
 
 
 async def test_stdio_tools_are_listed_with_hints_and_trust(shared_bridge: MCPBridge) -> None:
@@ -105,8 +105,9 @@ async def test_parallel_reads_on_one_stdio_session_overlap(shared_bridge: MCPBri
 
 
 async def test_a_crashed_server_gives_server_unavailable_without_hanging(log_dir: Path) -> None:
-    """The crash kills the process mid-call: that call and every later one end as server_unavailable at once."""
-    async with bridge_for(log_dir, victim=probe()) as bridge:
+    """The crash kills the process mid-call: that call and, with no restart allowed, every later one
+    end as server_unavailable at once (restarts: tests/faults/test_tool_servers.py)."""
+    async with bridge_for(log_dir, max_reconnects=0, victim=probe()) as bridge:
         pid = bridge.pids()["victim"]
         with anyio.fail_after(10):
             async with anyio.create_task_group() as group:
@@ -214,7 +215,7 @@ async def test_legacy_protocol_works_over_http(log_dir: Path, spawn_http_probe) 
 
 async def test_a_dead_http_server_gives_server_unavailable_without_hanging(log_dir: Path, spawn_http_probe) -> None:
     url, process = spawn_http_probe()
-    async with bridge_for(log_dir, web={"url": url}) as bridge:
+    async with bridge_for(log_dir, max_reconnects=0, web={"url": url}) as bridge:
         process.kill()
         process.wait(timeout=10)
         with anyio.fail_after(10):

@@ -19,7 +19,7 @@ def test_stdio_and_http_servers_load_with_our_keys_and_defaults() -> None:
                   "timeout_s": 5, "protocol": "legacy", "type": "http"},
     }})
     assert servers["time"].transport == "stdio"
-    assert (servers["time"].trusted, servers["time"].timeout_s, servers["time"].protocol) == (False, 30.0, "auto")
+    assert (servers["time"].trusted, servers["time"].timeout_s, servers["time"].protocol) == (False, None, "auto")
     assert servers["time"].target == "/venv/bin/mcp-server-time --local-timezone UTC"
     assert servers["notes"].transport == "http"
     assert (servers["notes"].trusted, servers["notes"].timeout_s, servers["notes"].protocol) == (True, 5.0, "legacy")
