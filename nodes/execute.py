@@ -17,12 +17,14 @@ from typing import Any
 
 from langchain_core.messages import ToolMessage
 
+from graph import deadline
 from graph.services import Services, current_run_id
 from tools import dispatch, gateway, ledger, pinning
 from tools.outcome import CallOutcome
 
 
 DENIED_AT_DISPATCH = "denied: {name} now reaches a resource it may not ({rule}: {reason}). The call was not made."
+OUT_OF_TIME = "not sent: the run's wall-clock budget ran out before this call's turn came."
 NO_RESPONSE = frozenset({"timeout", "server_unavailable", "cancelled", "unknown_after_crash"})
 """Outcomes of a call that was sent but never answered: the ladder stops at `attempted`."""
 
@@ -38,11 +40,13 @@ async def run_call(call: dict[str, Any], payload: dict[str, Any], services: Serv
     The run's servers start here at the latest (a resumed run plans and acts without them), and the
     call goes out only if its server still defines the tool as it was pinned at intake.
     """
+    started = time.time()  # before the servers start: a lazy start is wall time the run spends
     run_id = current_run_id()
     settings = payload["settings"]
+    if deadline.passed():  # e.g. an approval whose wait was charged: nothing is sent, nothing is unknown
+        return await record_outcome(call, CallOutcome("budget_exceeded", text=OUT_OF_TIME, detail=OUT_OF_TIME), settings, services, started=started, phase=phase)
     bridge = await services.bridge(run_id, settings)
     spec = gateway.relied_spec(await services.registry(run_id, settings, payload.get("tools")), call)
-    started = time.time()
     verdict = await asyncio.to_thread(gateway.permission, gateway.run_policy(settings, payload["profile"]), spec, call["args"])
     if verdict.action == "deny":
         text = DENIED_AT_DISPATCH.format(name=call["name"], rule=verdict.rule_id, reason=verdict.reason)
