@@ -133,7 +133,7 @@ def main() -> None:
         cluster.ensure_running()
         workspace = base / "workspace"
         with http("workspace", "--root", str(workspace), "--journal-dir", str(base / "journal")) as mcp_url:
-            servers = {"mcpServers": {"workspace": {"url": mcp_url, "trusted": True}}}
+            servers = {"mcpServers": {"workspace": {"url": mcp_url, "trusted": True, "root": str(workspace)}}}
             print(f"{options.runs} runs per batch, {options.reps} batches, concurrency {options.concurrency} per worker, {os.cpu_count()} CPUs", flush=True)
             for count in (int(part) for part in options.workers.split(",")):
                 rates, worker_cpu, helper_cpu = measure(cluster.url("postgres"), base / "pgdata", base, servers, count, options)

@@ -107,7 +107,8 @@ def worker_pool(db_url: str, tmp_path: Path) -> Iterator[Pool]:
     workspace.mkdir()
     with http("workspace", "--root", str(workspace), "--journal-dir", str(journal)) as url:
         servers = tmp_path / "servers.json"
-        servers.write_text(json.dumps({"mcpServers": {"workspace": {"url": url, "trusted": True}}}))
+        # A server reached by URL declares its root, so path rules can resolve what its calls reach.
+        servers.write_text(json.dumps({"mcpServers": {"workspace": {"url": url, "trusted": True, "root": str(workspace)}}}))
         yield Pool(db_url, workspace, journal, tmp_path, servers)
 
 
