@@ -283,8 +283,8 @@ class Runner:
         """A cancelled run: USER_CANCEL with its halt record, its checkpoint left resumable."""
         await halt(self.graph, thread_id, self.services)
         report = await self.report(thread_id)
-        # A step cut off mid-flight leaves its tasks pending without `next`, where the halt writes
-        # no state (the registry has USER_CANCEL either way): the report says what happened.
+        # A thread with nothing pending (a run halted before its first checkpoint) gets no state
+        # update; the registry has USER_CANCEL either way, and so does the report.
         report.status = Terminal.USER_CANCEL
         return report
 

@@ -8,6 +8,7 @@ and the run must resume: the cut-off page is re-sent with its idempotency key an
 
 from __future__ import annotations
 
+import asyncio
 import json
 import signal
 import subprocess
@@ -19,6 +20,7 @@ from typing import Any, Iterator
 import psycopg
 import pytest
 
+from graph.runner import Runner
 from graph.status import Terminal
 from tests.graph.conftest import CRITIC_PASS, step
 from tests.graph.fake_openai import FakeOpenAI
@@ -63,6 +65,7 @@ def test_ctrl_c_cancels_a_hung_side_effecting_call_and_the_resumed_run_pages_onc
     listed = {row["thread_id"]: row["status"] for row in json.loads(boundloop("runs", "--json", "--database-url", db_url).stdout)}
     assert listed["hung-tool"] == Terminal.USER_CANCEL
     assert not pages.exists()
+    _assert_halt_checkpointed(db_url, "hung-tool", next_node="execute")
 
     resumed = boundloop("resume", "hung-tool", "--json", "--database-url", db_url, cwd=tmp_path)
     assert json.loads(resumed.stdout)["status"] == Terminal.SUCCESS, resumed.stderr
@@ -93,9 +96,23 @@ def test_ctrl_c_cancels_a_hung_model_call_and_the_run_resumes(db_url, tmp_path, 
     finally:
         process.kill()
     assert json.loads(out)["status"] == Terminal.USER_CANCEL, err
+    _assert_halt_checkpointed(db_url, "hung-model", next_node="act")
     resumed = subprocess.run([BOUNDLOOP, "resume", "hung-model", "--json", "--database-url", db_url], env=env, cwd=tmp_path,
                              capture_output=True, text=True, timeout=120)
     assert json.loads(resumed.stdout)["status"] == Terminal.SUCCESS, resumed.stderr
+
+
+def _assert_halt_checkpointed(db_url: str, thread_id: str, *, next_node: str) -> None:
+    """The cut-off step stays pending, and the thread's own state says USER_CANCEL with its halt record."""
+
+    async def snapshot() -> Any:
+        async with Runner(db_url) as runner:
+            return await runner.graph.aget_state({"configurable": {"thread_id": thread_id}})
+
+    halted = asyncio.run(snapshot())
+    assert halted.next == (next_node,)
+    assert halted.values["status"]["terminal"] == Terminal.USER_CANCEL
+    assert (halted.values["result"]["kind"], halted.values["result"]["code"]) == ("halt", Terminal.USER_CANCEL)
 
 
 def _wait_for(condition: Any, process: subprocess.Popen[str], within_s: float = 60) -> None:
