@@ -43,24 +43,38 @@ out = Console(soft_wrap=True)
 JsonFlag = Annotated[bool, typer.Option("--json", help="Print one machine-readable JSON document.")]
 DbFlag = Annotated[Optional[str], typer.Option("--database-url", help="PostgreSQL URL (default: BOUNDLOOP_DATABASE_URL, DATABASE_URL, or the local cluster).")]
 
+CriteriaOpt = Annotated[list[str], typer.Option("--criteria", "-c", help="An acceptance criterion (repeatable).")]
+ProfileOpt = Annotated[Optional[str], typer.Option("--profile", help="research_assistant | coding_assistant | support_agent | procurement_agent | sre_agent")]
+BudgetOpt = Annotated[list[str], typer.Option("--budget", "-b", help="Override a budget dimension, e.g. tool_calls=10 (repeatable).")]
+ModelOpt = Annotated[Optional[str], typer.Option("--model", help="OpenAI-compatible model name, or `scripted`.")]
+BaseUrlOpt = Annotated[Optional[str], typer.Option("--base-url", help="OpenAI-compatible endpoint.")]
+ScriptOpt = Annotated[Optional[Path], typer.Option("--script", help="Script for the scripted model.")]
+ConfigOpt = Annotated[Optional[Path], typer.Option("--config", help="JSON config file: model, base_url, api_key, servers, prices.")]
+WorkspaceOpt = Annotated[Optional[Path], typer.Option("--workspace", help="Root of the shipped workspace server (default: current directory).")]
+ServersOpt = Annotated[Optional[Path], typer.Option("--servers", help="MCP servers file in the mcpServers JSON shape.")]
+PolicyOpt = Annotated[Optional[Path], typer.Option("--policy", help="Permission rules file (JSON): {\"rules\": [{\"action\", \"server\", \"tool\", \"arguments\", \"id\"}]}.")]
+UnattendedOpt = Annotated[bool, typer.Option("--unattended", help="No human: every ask becomes deny; never waits.")]
+ApprovalTimeoutOpt = Annotated[Optional[float], typer.Option("--approval-timeout", help="Seconds an approval may wait; later decisions count as rejections.")]
+"""The run options `run` and `submit` share."""
+
 
 @app.command()
 def run(
     goal: Annotated[Optional[str], typer.Argument(help="What the agent should achieve.")] = None,
     task_file: Annotated[Optional[Path], typer.Option("--task", help="A task JSON file (goal, acceptance_criteria, ...).")] = None,
-    criteria: Annotated[list[str], typer.Option("--criteria", "-c", help="An acceptance criterion (repeatable).")] = [],
+    criteria: CriteriaOpt = [],
     output_schema: Annotated[Optional[Path], typer.Option("--output-schema", help="JSON schema file the answer must satisfy.")] = None,
-    profile: Annotated[Optional[str], typer.Option("--profile", help="research_assistant | coding_assistant | support_agent | procurement_agent | sre_agent")] = None,
-    budget: Annotated[list[str], typer.Option("--budget", "-b", help="Override a budget dimension, e.g. tool_calls=10 (repeatable).")] = [],
-    model: Annotated[Optional[str], typer.Option("--model", help="OpenAI-compatible model name, or `scripted`.")] = None,
-    base_url: Annotated[Optional[str], typer.Option("--base-url", help="OpenAI-compatible endpoint.")] = None,
-    script: Annotated[Optional[Path], typer.Option("--script", help="Script for the scripted model.")] = None,
-    config: Annotated[Optional[Path], typer.Option("--config", help="JSON config file: model, base_url, api_key, servers, prices.")] = None,
-    workspace: Annotated[Optional[Path], typer.Option("--workspace", help="Root of the shipped workspace server (default: current directory).")] = None,
-    servers: Annotated[Optional[Path], typer.Option("--servers", help="MCP servers file in the mcpServers JSON shape.")] = None,
-    policy: Annotated[Optional[Path], typer.Option("--policy", help="Permission rules file (JSON): {\"rules\": [{\"action\", \"server\", \"tool\", \"arguments\", \"id\"}]}.")] = None,
-    unattended: Annotated[bool, typer.Option("--unattended", help="No human: every ask becomes deny; never waits.")] = False,
-    approval_timeout: Annotated[Optional[float], typer.Option("--approval-timeout", help="Seconds an approval may wait; later decisions count as rejections.")] = None,
+    profile: ProfileOpt = None,
+    budget: BudgetOpt = [],
+    model: ModelOpt = None,
+    base_url: BaseUrlOpt = None,
+    script: ScriptOpt = None,
+    config: ConfigOpt = None,
+    workspace: WorkspaceOpt = None,
+    servers: ServersOpt = None,
+    policy: PolicyOpt = None,
+    unattended: UnattendedOpt = False,
+    approval_timeout: ApprovalTimeoutOpt = None,
     thread: Annotated[Optional[str], typer.Option("--thread", help="Run id (thread id) to use.")] = None,
     as_json: JsonFlag = False,
     database_url: DbFlag = None,

@@ -17,7 +17,10 @@ import typer
 from checkpoints.pool import database_url as default_database_url
 from checkpoints.queue import driven_by_workers
 from graph import workers
-from graph.cli import DbFlag, JsonFlag, _guarded, _settings, _task, _with_runner, app, err, out
+from graph.cli import (
+    ApprovalTimeoutOpt, BaseUrlOpt, BudgetOpt, ConfigOpt, CriteriaOpt, DbFlag, JsonFlag, ModelOpt, PolicyOpt, ProfileOpt,
+    ScriptOpt, ServersOpt, UnattendedOpt, WorkspaceOpt, _guarded, _settings, _task, _with_runner, app, err, out,
+)
 from graph.errors import ConfigError
 from graph.models import model_for
 from graph.runner import Runner
@@ -34,18 +37,18 @@ process is one event loop: past a few runs per core, start more processes."""
 def submit(
     tasks: Annotated[list[Path], typer.Argument(help="Task JSON files (the `run --task` shape), one run each.", show_default=False)] = [],
     goal: Annotated[list[str], typer.Option("--goal", "-g", help="A goal to run (repeatable), one run each.")] = [],
-    criteria: Annotated[list[str], typer.Option("--criteria", "-c", help="An acceptance criterion for every task (repeatable).")] = [],
-    profile: Annotated[Optional[str], typer.Option("--profile", help="Risk profile for every task.")] = None,
-    budget: Annotated[list[str], typer.Option("--budget", "-b", help="Override a budget dimension, e.g. tool_calls=10 (repeatable).")] = [],
-    model: Annotated[Optional[str], typer.Option("--model", help="OpenAI-compatible model name, or `scripted`.")] = None,
-    base_url: Annotated[Optional[str], typer.Option("--base-url", help="OpenAI-compatible endpoint.")] = None,
-    script: Annotated[Optional[Path], typer.Option("--script", help="Script for the scripted model.")] = None,
-    config: Annotated[Optional[Path], typer.Option("--config", help="JSON config file: model, base_url, api_key, servers, prices.")] = None,
-    workspace: Annotated[Optional[Path], typer.Option("--workspace", help="Root of the shipped workspace server (default: current directory).")] = None,
-    servers: Annotated[Optional[Path], typer.Option("--servers", help="MCP servers file in the mcpServers JSON shape.")] = None,
-    policy: Annotated[Optional[Path], typer.Option("--policy", help="Permission rules file (JSON).")] = None,
-    unattended: Annotated[bool, typer.Option("--unattended", help="No human: every ask becomes deny; never waits.")] = False,
-    approval_timeout: Annotated[Optional[float], typer.Option("--approval-timeout", help="Seconds an approval may wait.")] = None,
+    criteria: CriteriaOpt = [],
+    profile: ProfileOpt = None,
+    budget: BudgetOpt = [],
+    model: ModelOpt = None,
+    base_url: BaseUrlOpt = None,
+    script: ScriptOpt = None,
+    config: ConfigOpt = None,
+    workspace: WorkspaceOpt = None,
+    servers: ServersOpt = None,
+    policy: PolicyOpt = None,
+    unattended: UnattendedOpt = False,
+    approval_timeout: ApprovalTimeoutOpt = None,
     thread: Annotated[Optional[str], typer.Option("--thread", help="Run id (thread id) of the one task submitted.")] = None,
     as_json: JsonFlag = False,
     database_url: DbFlag = None,
