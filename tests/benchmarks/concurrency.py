@@ -70,7 +70,7 @@ async def main(url: str, waves: list[int], reps: int, active: int) -> None:
     script = root.parent / f"{root.name}.script.json"
     script.write_text(json.dumps({"model_id": "bench", "roles": {"planner": [PLAN], "actor": [READ, DONE], "critic": [CRITIC]}}))
     server, mcp_url = start_workspace_server(root)
-    servers = {"mcpServers": {"workspace": {"url": mcp_url, "trusted": True}}}
+    servers = {"mcpServers": {"workspace": {"url": mcp_url, "trusted": True, "root": str(root)}}}
     settings = RunSettings(model="scripted", script=str(script), workspace_root=str(root), servers=servers)
     try:
         async with Runner(url, max_active_runs=active) as runner:
