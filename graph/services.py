@@ -2,7 +2,8 @@
 
 One MCP bridge per run (one session per server, reused across the run's calls, started on first
 use and closed when the process stops driving the run: it ended, waits for a human, was cancelled
-or failed), one connection pool for our own tables, and the run leases. `driving(run_id)` is the
+or failed; servers marked `shared`, such as the default workspace server, are shared by the runs
+of the process instead: tools/shared_sessions.py), one connection pool for our own tables, and the run leases. `driving(run_id)` is the
 one place a drive begins and ends, for the Runner and for the server (`graph.server`). Nodes reach
 these through the `Services` the graph was built with; the server uses `default_services()`.
 """
@@ -23,6 +24,7 @@ from tools import pinning
 from tools.bridge import MCPBridge
 from tools.config import load_servers
 from tools.registry import ToolRegistry
+from tools.shared_sessions import SharedSessions
 
 
 def current_run_id() -> str:
@@ -38,6 +40,7 @@ def default_servers(workspace_root: str) -> dict[str, Any]:
                 "command": sys.executable,
                 "args": ["-m", "mcp_servers.workspace", "--root", workspace_root],
                 "trusted": True,
+                "shared": True,  # stateless per call, confined to its --root: one process per root
             }
         }
     }
@@ -61,6 +64,7 @@ class Services:
         self._leases: LeaseHolder | None = None
         self._slots = asyncio.Semaphore(max_active_runs)
         self._bridges: dict[str, MCPBridge] = {}
+        self.shared_sessions = SharedSessions()
         self._bridge_locks: dict[str, asyncio.Lock] = {}
         self._write_locks: dict[str, asyncio.Lock] = {}
         self._drives: dict[str, tuple[asyncio.Lock, int]] = {}
@@ -109,7 +113,7 @@ class Services:
             bridge = self._bridges.get(run_id)
             if bridge is None:
                 # Off the event loop: the bridge reads the cwd, and the config may be a file, which `langgraph dev` forbids on the loop.
-                bridge = await asyncio.to_thread(lambda: MCPBridge(load_servers(servers_config(settings))))
+                bridge = await asyncio.to_thread(lambda: MCPBridge(load_servers(servers_config(settings)), shared=self.shared_sessions))
                 await bridge.start()
                 self._bridges[run_id] = bridge
             return bridge
@@ -155,6 +159,7 @@ class Services:
     async def aclose(self) -> None:
         for run_id in list(self._bridges):
             await self.close_run(run_id)
+        await self.shared_sessions.aclose()
         if self._leases is not None:
             await self._leases.aclose()
             self._leases = None

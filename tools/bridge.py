@@ -45,7 +45,7 @@ import time
 import uuid
 from contextlib import AsyncExitStack
 from pathlib import Path
-from typing import Any, Awaitable, Callable
+from typing import TYPE_CHECKING, Any, Awaitable, Callable
 
 import anyio
 import httpx2
@@ -60,6 +60,9 @@ from tools.errors import BridgeError, ServerStartError, UnknownServerError
 from tools.outcome import CallOutcome
 from tools.registry import ToolHints, ToolSpec, qualified_name
 from tools.secrets import Redactor
+
+if TYPE_CHECKING:
+    from tools.shared_sessions import SharedSessions
 
 logger = logging.getLogger(__name__)
 
@@ -105,16 +108,22 @@ class MCPBridge:
         startup_timeout_s: float = STARTUP_TIMEOUT_S,
         close_timeout_s: float = CLOSE_TIMEOUT_S,
         max_reconnects: int = MAX_RECONNECTS,
+        shared: SharedSessions | None = None,
     ) -> None:
         self._id = uuid.uuid4().hex[:8]
         self._log_dir = log_dir or Path.cwd() / ".boundloop" / "logs"
         self._close_timeout_s = close_timeout_s
         self.redactor = Redactor.for_servers(servers.values())
         """Masks the servers' secrets (and the environment's) in everything the bridge returns or logs."""
+        self._shared = {name: config for name, config in servers.items() if config.shared and shared is not None}
+        """Servers whose session comes from `shared` (started once per process; never closed here)."""
+        self._sessions = shared
+        self._startup_timeout_s, self._max_reconnects = startup_timeout_s, max_reconnects
         self._connections = {
             name: _Connection(config, self._log_dir / f"{name}.{self._id}.stderr.log", startup_timeout_s, self.redactor, max_reconnects)
-            for name, config in servers.items()
+            for name, config in servers.items() if name not in self._shared
         }
+        self._own = list(self._connections.values())
         self._started = False
 
     async def __aenter__(self) -> "MCPBridge":
@@ -135,10 +144,15 @@ class MCPBridge:
             raise BridgeError("MCPBridge.start() was called twice; one bridge connects once. Create a new MCPBridge.")
         self._started = True
         await asyncio.to_thread(self._log_dir.mkdir, parents=True, exist_ok=True)
-        for connection in self._connections.values():
+        for connection in self._own:
             connection.launch()
         try:
-            for connection in self._connections.values():
+            if self._sessions is not None and self._shared:
+                sessions = await asyncio.gather(*(
+                    self._sessions.acquire(config, log_dir=self._log_dir, startup_timeout_s=self._startup_timeout_s, max_reconnects=self._max_reconnects)
+                    for config in self._shared.values()))
+                self._connections.update(zip(self._shared, sessions))
+            for connection in self._own:
                 await connection.wait_started()
         except BaseException:  # cancelled while starting: leave no owner task or process behind
             await self.close()
@@ -152,20 +166,9 @@ class MCPBridge:
         """Close every client from its owner task, then kill whatever is left of each server's process group.
 
         Idempotent, callable from any task; returns within about twice `close_timeout_s`.
+        Shared sessions are left to their `SharedSessions`.
         """
-        connections = list(self._connections.values())
-        for connection in connections:
-            connection.request_close()
-        tasks = [c.task for c in connections if c.task is not None and not c.task.done()]
-        if tasks:
-            _, pending = await asyncio.wait(tasks, timeout=self._close_timeout_s)
-            for task in pending:
-                task.cancel()
-            if pending:
-                await asyncio.wait(pending, timeout=self._close_timeout_s)
-        for connection in connections:
-            for pid in connection.pids:
-                _kill_leftovers(pid)
+        await _close_connections(self._own, timeout_s=self._close_timeout_s)
 
     def specs(self) -> list[ToolSpec]:
         """Every tool of every server that started (a later crash does not remove them: their
@@ -177,7 +180,7 @@ class MCPBridge:
         A crashed server is listed until a call reconnects it."""
         return {name: c.failure for name, c in self._connections.items() if c.failure is not None}
 
-    def pids(self) -> dict[str, int]:
+    def pids(self) -> dict[str, int]:  # shared servers included
         """Process ids of the stdio servers this bridge spawned (Linux; others: empty)."""
         return {name: c.pid for name, c in self._connections.items() if c.pid is not None}
 
@@ -212,6 +215,22 @@ class MCPBridge:
         if connection is None:
             raise UnknownServerError(server, list(self._connections))
         return await connection.call(tool, arguments or {}, timeout_s=timeout_s, on_progress=on_progress)
+
+
+async def _close_connections(connections: list["_Connection"], *, timeout_s: float) -> None:
+    """Close each client from its owner task, then kill whatever is left of each server's process group."""
+    for connection in connections:
+        connection.request_close()
+    tasks = [c.task for c in connections if c.task is not None and not c.task.done()]
+    if tasks:
+        _, pending = await asyncio.wait(tasks, timeout=timeout_s)
+        for task in pending:
+            task.cancel()
+        if pending:
+            await asyncio.wait(pending, timeout=timeout_s)
+    for connection in connections:
+        for pid in connection.pids:
+            _kill_leftovers(pid)
 
 
 class _NotStarted(Exception):

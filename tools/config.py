@@ -73,6 +73,10 @@ class ServerConfig(BaseModel):
     path_arguments: dict[str, list[str]] | None = None
     """Tool-name glob → names of that tool's arguments holding paths, e.g. {"move_file": ["source",
     "destination"], "*": ["path"]}. Without it, arguments named like paths are taken as paths."""
+    shared: bool = False
+    """Whether the runs of one process may share this server's session (tools/shared_sessions.py):
+    only for a server that keeps no state between calls, or scopes it per call. Runs share it only
+    when their whole config of it is identical (so one server per `--root`)."""
     _substituted: tuple[str, ...] = PrivateAttr(default=())
     """What `${VAR}` references expanded to (tools/secrets.py treats these as secrets)."""
 
