@@ -40,18 +40,27 @@ def read(n: int) -> dict[str, Any]:
     return {"path": "notes.md", "max_chars": 1000 + n}
 
 
-async def boundloop_run(runner: Runner, root: Path, iterations: int) -> float:
+def write_script(path: Path, iterations: int, *, finish: bool = True) -> None:
+    """`iterations` reads, then the answer (unless not `finish`: the run then stops on ScriptExhausted)."""
     roles = {
         "planner": [{"content": {"steps": [{"id": "s1", "description": "read", "tools": ["workspace__read_file"]}]}}],
-        "actor": [{"tool_calls": [{"name": "workspace__read_file", "args": read(n)}]} for n in range(iterations)] + [{"content": "done"}],
+        "actor": [{"tool_calls": [{"name": "workspace__read_file", "args": read(n)}]} for n in range(iterations)] + ([{"content": "done"}] if finish else []),
         "critic": [{"content": {"scores": {"correctness": 1, "completeness": 1, "coherence": 1, "safety": 1}}}],
     }
-    script = root / f"script-{iterations}.json"
-    script.write_text(json.dumps({"model_id": "bench", "roles": roles}))
+    path.write_text(json.dumps({"model_id": "bench", "roles": roles}))
+
+
+def boundloop_settings(root: Path, script: Path) -> tuple[Task, RunSettings]:
     task = Task(goal="read the notes", budget={"model_turns": None, "tool_calls": None})
-    settings = RunSettings(model="scripted", script=str(script), workspace_root=str(root), unattended=True)
+    return task, RunSettings(model="scripted", script=str(script), workspace_root=str(root), unattended=True)
+
+
+async def boundloop_run(runner: Runner, root: Path, iterations: int, thread_id: str | None = None) -> float:
+    script = root / f"script-{iterations}.json"
+    write_script(script, iterations)
+    task, settings = boundloop_settings(root, script)
     started = time.perf_counter()
-    report = await runner.start(task, settings)
+    report = await runner.start(task, settings, thread_id=thread_id)
     elapsed = time.perf_counter() - started
     assert report.status == "SUCCESS", report.values.get("ending")
     return elapsed

@@ -1,0 +1,372 @@
+"""Peer benchmark: boundloop against LangChain's create_agent, bare and with its three middlewares.
+
+    .venv/bin/pip install -e '.[bench]'                 # the peer (langchain), once
+    .venv/bin/python -m tests.benchmarks.peer iterations   # wall/CPU ms, rows, round trips per iteration
+    .venv/bin/python -m tests.benchmarks.peer storage      # checkpoint tables at 50/200/1000 iterations
+    .venv/bin/python -m tests.benchmarks.peer concurrency  # 50 and 200 runs at once, runs/s
+    .venv/bin/python -m tests.benchmarks.peer resume       # process start -> first step saved
+    .venv/bin/python -m tests.benchmarks.peer table        # all four, then the README's markdown table
+    .venv/bin/python -m tests.benchmarks.peer soak         # 1,000 iterations: time flat, storage linear
+
+Same process, same Postgres saver, same MCP `read_file` of our workspace server (stdio), scripted
+zero-latency models, durability "sync". One iteration = one model turn + one read call. Figures
+never depend on node names: rows come from the saver's tables (per thread), round trips from
+psycopg (each wait on the server's socket counts one:
+a round trip, or one part of a pipelined batch), iteration times from the MCP calls.
+Each figure is the median over the repetitions with its min–max, ratios are taken within each
+repetition; the load average is printed. Asserts nothing. Database: BOUNDLOOP_DATABASE_URL, else
+the embedded cluster.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import random
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Iterator
+from contextlib import AsyncExitStack, contextmanager
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import psycopg
+from psycopg.rows import tuple_row
+
+from checkpoints.pool import database_url
+from checkpoints.saver import postgres_saver
+from graph.runner import Runner
+from graph.services import default_servers
+from tests.benchmarks.loop import boundloop_run, boundloop_settings, write_script
+from tests.benchmarks.peer_agent import PEERS, PROMPT, peer_agent, peer_config
+from tools.bridge import MCPBridge
+from tools.config import load_servers
+
+SYSTEMS = ("boundloop", *PEERS)
+THREAD_ROWS = """
+SELECT (SELECT count(*) FROM checkpoints WHERE thread_id = %(t)s),
+       (SELECT count(*) FROM checkpoint_writes WHERE thread_id = %(t)s),
+       (SELECT count(*) FROM checkpoint_blobs WHERE thread_id = %(t)s),
+       (SELECT coalesce(sum(octet_length(checkpoint::text) + octet_length(metadata::text)), 0) FROM checkpoints WHERE thread_id = %(t)s)
+     + (SELECT coalesce(sum(octet_length(blob)), 0) FROM checkpoint_writes WHERE thread_id = %(t)s)
+     + (SELECT coalesce(sum(octet_length(blob)), 0) FROM checkpoint_blobs WHERE thread_id = %(t)s)
+"""
+
+
+def spread(values: list[float], digits: int = 1) -> str:
+    return f"{statistics.median(values):.{digits}f} ({min(values):.{digits}f}–{max(values):.{digits}f})"
+
+
+def load() -> str:
+    return " / ".join(f"{value:.2f}" for value in os.getloadavg())
+
+
+@contextmanager
+def round_trips() -> Iterator[list[int]]:
+    """Counts every wait of a psycopg connection (sync or async) for the server: one round trip."""
+    count = [0]
+    originals = psycopg.AsyncConnection.wait, psycopg.Connection.wait
+
+    async def async_wait(self: Any, *args: Any, **kwargs: Any) -> Any:
+        count[0] += 1
+        return await originals[0](self, *args, **kwargs)
+
+    def sync_wait(self: Any, *args: Any, **kwargs: Any) -> Any:
+        count[0] += 1
+        return originals[1](self, *args, **kwargs)
+
+    psycopg.AsyncConnection.wait, psycopg.Connection.wait = async_wait, sync_wait  # type: ignore[method-assign]
+    try:
+        yield count
+    finally:
+        psycopg.AsyncConnection.wait, psycopg.Connection.wait = originals  # type: ignore[method-assign]
+
+
+@contextmanager
+def call_times() -> Iterator[list[float]]:
+    """perf_counter at each MCP tool call of any bridge: one per iteration in this benchmark."""
+    stamps: list[float] = []
+    original = MCPBridge.call
+
+    async def call(self: MCPBridge, *args: Any, **kwargs: Any) -> Any:
+        stamps.append(time.perf_counter())
+        return await original(self, *args, **kwargs)
+
+    MCPBridge.call = call  # type: ignore[method-assign]
+    try:
+        yield stamps
+    finally:
+        MCPBridge.call = original  # type: ignore[method-assign]
+
+
+@dataclass
+class Bench:
+    url: str
+    root: Path
+    runner: Runner
+    saver: Any
+    bridge: MCPBridge
+    graphs: dict[tuple[str, int], Any] = field(default_factory=dict)
+
+    async def run(self, system: str, iterations: int, thread_id: str | None = None) -> tuple[float, float]:
+        """One run of `iterations`; (wall s, CPU s of this process)."""
+        thread_id = thread_id or f"bench-{system}-{uuid.uuid4().hex[:10]}"
+        cpu = time.process_time()
+        if system == "boundloop":
+            wall = await boundloop_run(self.runner, self.root, iterations, thread_id)
+        else:
+            graph = self.graphs.get((system, iterations))
+            if graph is None:
+                graph = self.graphs[(system, iterations)] = peer_agent(system, self.bridge, self.saver, iterations)
+            started = time.perf_counter()
+            await graph.ainvoke(PROMPT, peer_config(thread_id), durability="sync")
+            wall = time.perf_counter() - started
+        return wall, time.process_time() - cpu
+
+    async def rows(self, thread_id: str) -> tuple[int, int, int, int]:
+        """(checkpoints, write rows, blob rows, payload bytes) of one thread."""
+        async with self.runner.pool.connection() as conn:
+            row = await (await conn.cursor(row_factory=tuple_row).execute(THREAD_ROWS, {"t": thread_id})).fetchone()
+        assert row is not None
+        return row[0], row[1], row[2], row[3]
+
+
+async def open_bench(stack: AsyncExitStack, url: str, *, warm_up: bool = True) -> Bench:
+    root = Path(tempfile.mkdtemp(prefix="bench-peer-"))
+    (root / "notes.md").write_text("Action items:\n- Ana: publish the notes\n")
+    runner = await stack.enter_async_context(Runner(url, max_active_runs=256))
+    saver = await stack.enter_async_context(postgres_saver(runner.pool))
+    bridge = await stack.enter_async_context(MCPBridge(load_servers(default_servers(str(root)))))
+    bench = Bench(url, root, runner, saver, bridge)
+    for system in SYSTEMS if warm_up else ():  # imports, the shared workspace server, first plans
+        await bench.run(system, 2)
+    return bench
+
+
+async def iterations(bench: Bench, reps: int, small: int = 20, large: int = 60) -> dict[str, Any]:
+    """Marginal wall and CPU ms per iteration ((T(large) - T(small)) / (large - small)), then rows
+    and round trips per iteration (same difference, counted once: they do not vary)."""
+    print(f"\n## per iteration (marginal between {small} and {large} iterations; {reps} repetitions; load before {load()})")
+    wall: dict[str, list[float]] = {system: [] for system in SYSTEMS}
+    cpu: dict[str, list[float]] = {system: [] for system in SYSTEMS}
+    for _ in range(reps):
+        for system in random.sample(SYSTEMS, len(SYSTEMS)):
+            (w1, c1), (w2, c2) = await bench.run(system, small), await bench.run(system, large)
+            wall[system].append((w2 - w1) / (large - small) * 1000)
+            cpu[system].append((c2 - c1) / (large - small) * 1000)
+    counts: dict[str, list[float]] = {}
+    for system in SYSTEMS:
+        figures = []
+        for size in (small, large):
+            thread_id = f"count-{system}-{size}-{uuid.uuid4().hex[:8]}"
+            with round_trips() as trips:
+                await bench.run(system, size, thread_id)
+            figures.append([*(await bench.rows(thread_id))[:3], trips[0]])
+        counts[system] = [(b - a) / (large - small) for a, b in zip(*figures)]
+    for system in SYSTEMS:
+        ratio_wall = [ours / peer for ours, peer in zip(wall["boundloop"], wall[system])]
+        ratio_cpu = [ours / peer for ours, peer in zip(cpu["boundloop"], cpu[system])]
+        checkpoints, writes, blobs, trips = counts[system]
+        print(f"{system:>12}: wall {spread(wall[system])} ms, CPU {spread(cpu[system])} ms; "
+              f"boundloop/{system}: wall {spread(ratio_wall, 2)}x, CPU {spread(ratio_cpu, 2)}x; "
+              f"checkpoints/writes/blobs/psycopg waits {checkpoints:.1f} / {writes:.1f} / {blobs:.1f} / {trips:.1f}")
+    print(f"load after {load()}")
+    return {"wall": wall, "cpu": cpu, "counts": counts}
+
+
+async def storage(bench: Bench, sizes: list[int]) -> dict[str, dict[int, int]]:
+    """Payload bytes of one thread's checkpoint tables after each size (deterministic: one run each)."""
+    print(f"\n## checkpoint tables of one thread (payload bytes; load before {load()})")
+    payload: dict[str, dict[int, int]] = {system: {} for system in SYSTEMS}
+    for size in sizes:
+        for system in SYSTEMS:
+            thread_id = f"store-{system}-{size}-{uuid.uuid4().hex[:8]}"
+            await bench.run(system, size, thread_id)
+            checkpoints, writes, blobs, payload[system][size] = await bench.rows(thread_id)
+            print(f"{system:>12} {size:>5} it: {payload[system][size] / 1e6:8.3f} MB, rows {checkpoints}/{writes}/{blobs}")
+    for system in SYSTEMS:
+        growth = ", ".join(f"{b}/{a}: {payload[system][b] / payload[system][a]:.1f}x" for a, b in zip(sizes, sizes[1:]))
+        versus = ", ".join(f"{size}: {payload[system][size] / payload['boundloop'][size]:.1f}x boundloop's" for size in sizes)
+        print(f"{system:>12}: growth {growth} (linear = the size ratio); {versus}")
+    return payload
+
+
+async def concurrency(bench: Bench, waves: list[int], reps: int) -> dict[int, dict[str, list[float]]]:
+    """`runs` one-iteration runs started at once; runs/s per repetition."""
+    script = bench.root / "script-1.json"
+    write_script(script, 1)
+    task, settings = boundloop_settings(bench.root, script)
+    figures: dict[int, dict[str, list[float]]] = {}
+    for runs in waves:
+        print(f"\n## {runs} runs at once (one iteration each; {reps} repetitions; load before {load()})")
+        rates: dict[str, list[float]] = {system: [] for system in SYSTEMS}
+        errors = dict.fromkeys(SYSTEMS, 0)
+        for _ in range(reps):
+            for system in random.sample(SYSTEMS, len(SYSTEMS)):
+                if system == "boundloop":
+                    starts: list[Any] = [bench.runner.start(task, settings) for _ in range(runs)]
+                else:
+                    graph = peer_agent(system, bench.bridge, bench.saver, 1)
+                    starts = [graph.ainvoke(PROMPT, peer_config(f"wave-{uuid.uuid4().hex[:10]}"), durability="sync") for _ in range(runs)]
+                started = time.perf_counter()
+                results = await asyncio.gather(*starts, return_exceptions=True)
+                rates[system].append(runs / (time.perf_counter() - started))
+                errors[system] += sum(isinstance(r, BaseException) or getattr(r, "status", "SUCCESS") != "SUCCESS" for r in results)
+        for system in SYSTEMS:
+            ratio = [ours / peer for ours, peer in zip(rates["boundloop"], rates[system])]
+            print(f"{system:>12}: {spread(rates[system])} runs/s, errors {errors[system]}; boundloop/{system} {spread(ratio, 2)}x")
+        print(f"load after {load()}")
+        figures[runs] = rates
+    return figures
+
+
+def _first_saved_after(url: str, thread_id: str, before: set[str]) -> float:
+    with psycopg.connect(url) as conn:
+        rows = conn.execute("SELECT checkpoint_id, checkpoint->>'ts' FROM checkpoints WHERE thread_id = %s", (thread_id,)).fetchall()
+    return min(datetime.fromisoformat(ts).timestamp() for checkpoint_id, ts in rows if checkpoint_id not in before)
+
+
+def _saved(url: str, thread_id: str) -> set[str]:
+    with psycopg.connect(url) as conn:
+        return {row[0] for row in conn.execute("SELECT checkpoint_id FROM checkpoints WHERE thread_id = %s", (thread_id,))}
+
+
+async def crashed_thread(bench: Bench, system: str, history: int) -> str:
+    """A thread that stopped (as in a crash) after `history` iterations, waiting for the next model turn."""
+    thread_id = f"resume-{system}-{uuid.uuid4().hex[:10]}"
+    if system == "boundloop":
+        script = bench.root / f"{thread_id}.json"
+        write_script(script, history, finish=False)  # the next actor turn raises ScriptExhausted
+        task, settings = boundloop_settings(bench.root, script)
+        try:
+            report = await bench.runner.start(task, settings, thread_id=thread_id)
+            raise SystemExit(f"the boundloop run did not stop on the exhausted script: {report.status}")
+        except Exception as error:
+            if "ScriptExhausted" not in type(error).__name__ and "exhausted" not in str(error).lower():
+                raise
+        write_script(script, history)  # the resumed run answers at its next turn
+    else:
+        graph = peer_agent(system, bench.bridge, bench.saver, history, crash_at=history)
+        try:
+            await graph.ainvoke(PROMPT, peer_config(thread_id), durability="sync")
+        except RuntimeError:
+            pass
+    return thread_id
+
+
+def resume_command(system: str, url: str, thread_id: str, root: Path, history: int) -> list[str]:
+    if system == "boundloop":
+        return [str(Path(sys.executable).parent / "boundloop"), "resume", thread_id, "--database-url", url]
+    return [sys.executable, "-m", "tests.benchmarks.peer_resume", url, thread_id, str(root), str(history)]
+
+
+async def resume(bench: Bench, reps: int, history: int = 20) -> dict[str, list[float]]:
+    """A fresh process resumes a crashed thread: ms from before its spawn to the first checkpoint
+    it saves (the first step after the resume point, whatever the nodes are called)."""
+    print(f"\n## resume: process start -> first step saved (history {history} iterations; {reps} repetitions; load before {load()})")
+    latency: dict[str, list[float]] = {"boundloop": [], "bare": []}
+    for _ in range(reps):
+        for system in random.sample(list(latency), len(latency)):
+            thread_id = await crashed_thread(bench, system, history)
+            before = await asyncio.to_thread(_saved, bench.url, thread_id)
+            started = time.time()
+            done = await asyncio.to_thread(subprocess.run, resume_command(system, bench.url, thread_id, bench.root, history),
+                                           capture_output=True, text=True, cwd=bench.root, timeout=120)
+            if done.returncode != 0:
+                raise SystemExit(f"{system} resume failed ({done.returncode}): {done.stderr[-800:]}")
+            latency[system].append((await asyncio.to_thread(_first_saved_after, bench.url, thread_id, before) - started) * 1000)
+    ratio = [ours / peer for ours, peer in zip(latency["boundloop"], latency["bare"])]
+    for system, values in latency.items():
+        print(f"{system:>12}: {spread(values, 0)} ms")
+    print(f"boundloop/bare {spread(ratio, 2)}x; load after {load()}")
+    return latency
+
+
+def table(per_it: dict[str, Any], payload: dict[str, dict[int, int]], waves: dict[int, dict[str, list[float]]],
+          latency: dict[str, list[float]], reps: int) -> str:
+    """The README's performance table: medians, ratios to boundloop's in parentheses."""
+    def cell(values: dict[str, list[float]], system: str, digits: int = 1) -> str:
+        ours, peer = values["boundloop"], values[system]
+        if system == "boundloop":
+            return spread(ours, digits)
+        return f"{spread(peer, digits)}; boundloop {spread([a / b for a, b in zip(ours, peer)], 2)}×"
+
+    sizes = sorted(payload["boundloop"])
+    lines = [f"| figure (median of {reps}, min–max; load {load()}) | boundloop | create_agent | create_agent + 3 middlewares |",
+             "|---|---|---|---|"]
+    lines.append("| marginal wall ms per iteration | " + " | ".join(cell(per_it["wall"], s) for s in SYSTEMS) + " |")
+    lines.append("| marginal CPU ms per iteration | " + " | ".join(cell(per_it["cpu"], s) for s in SYSTEMS) + " |")
+    lines.append("| checkpoints / write rows / blob rows / psycopg waits (DB round trips) per iteration | "
+                 + " | ".join(" / ".join(f"{x:.1f}" for x in per_it["counts"][s]) for s in SYSTEMS) + " |")
+    for size in sizes:
+        lines.append(f"| checkpoint payload after {size} iterations | "
+                     + " | ".join(f"{payload[s][size] / 1e6:.2f} MB" for s in SYSTEMS) + " |")
+    for a, b in zip(sizes, sizes[1:]):
+        lines.append(f"| storage growth {b}/{a} (linear = {b / a:g}) | "
+                     + " | ".join(f"{payload[s][b] / payload[s][a]:.1f}×" for s in SYSTEMS) + " |")
+    for runs, rates in waves.items():
+        lines.append(f"| {runs} concurrent runs, runs/s | " + " | ".join(cell(rates, s) for s in SYSTEMS) + " |")
+    lines.append("| resume, process start → first step saved, ms | " + cell(latency, "boundloop", 0) + " | "
+                 + cell(latency, "bare", 0) + " | — |")
+    return "\n".join(lines)
+
+
+async def soak(bench: Bench, total: int) -> None:
+    """One boundloop run of `total` iterations: per-iteration time of the first and last 100, and
+    storage at a quarter of the size against the whole (linear = 4)."""
+    print(f"\n## soak: one run of {total} iterations (load before {load()})")
+    thread_id = f"soak-{uuid.uuid4().hex[:10]}"
+    with call_times() as stamps:
+        await bench.run("boundloop", total, thread_id)
+    gaps = [(b - a) * 1000 for a, b in zip(stamps, stamps[1:])]
+    print(f"ms per iteration, first 100: {spread(gaps[:100], 2)}; last 100: {spread(gaps[-100:], 2)}; "
+          f"last/first medians {statistics.median(gaps[-100:]) / statistics.median(gaps[:100]):.2f}x")
+    quarter = f"soak-{uuid.uuid4().hex[:10]}"
+    await bench.run("boundloop", total // 4, quarter)
+    whole, part = (await bench.rows(thread_id))[3], (await bench.rows(quarter))[3]
+    print(f"payload {part / 1e6:.2f} MB at {total // 4}, {whole / 1e6:.2f} MB at {total}: {whole / part:.2f}x (linear = 4); load after {load()}")
+
+
+async def main(options: argparse.Namespace) -> None:
+    async with AsyncExitStack() as stack:
+        bench = await open_bench(stack, os.environ.get("BOUNDLOOP_DATABASE_URL") or await asyncio.to_thread(database_url))
+        command: str = options.command
+        if command == "iterations":
+            await iterations(bench, options.reps, *options.sizes)
+        elif command == "storage":
+            await storage(bench, options.sizes or [50, 200, 1000])
+        elif command == "concurrency":
+            await concurrency(bench, options.runs, options.reps)
+        elif command == "resume":
+            await resume(bench, options.reps)
+        elif command == "soak":
+            await soak(bench, options.iterations)
+        else:
+            figures = (await iterations(bench, options.reps), await storage(bench, [50, 200, 1000]),
+                       await concurrency(bench, options.runs, options.reps), await resume(bench, options.reps))
+            print("\n" + table(*figures, options.reps))
+
+
+def parser() -> argparse.ArgumentParser:
+    parse = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parse.add_argument("command", choices=["iterations", "storage", "concurrency", "resume", "table", "soak"])
+    parse.add_argument("--reps", type=int, default=5)
+    parse.add_argument("--sizes", type=int, nargs="+", default=[], help="iterations: SMALL LARGE (20 60); storage: sizes (50 200 1000)")
+    parse.add_argument("--runs", type=int, nargs="+", default=[50, 200], help="concurrency: runs started at once")
+    parse.add_argument("--iterations", type=int, default=1000, help="soak: iterations of the one run")
+    return parse
+
+
+def run(argv: list[str]) -> None:
+    asyncio.run(main(parser().parse_args(argv)))
+
+
+if __name__ == "__main__":
+    run(sys.argv[1:])
