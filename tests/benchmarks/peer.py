@@ -151,25 +151,26 @@ async def open_bench(stack: AsyncExitStack, url: str, *, warm_up: bool = True) -
 
 
 async def iterations(bench: Bench, reps: int, small: int = 20, large: int = 60) -> dict[str, Any]:
-    """Marginal wall and CPU ms per iteration ((T(large) - T(small)) / (large - small)), then rows
-    and round trips per iteration (same difference, counted once: they do not vary)."""
+    """Marginal wall and CPU ms per iteration ((T(large) - T(small)) / (large - small)), and rows
+    and psycopg waits per iteration (same difference, from the last repetition: they do not vary).
+    Every system's runs count their waits, so the counting's cost (a call per wait) is shared."""
     print(f"\n## per iteration (marginal between {small} and {large} iterations; {reps} repetitions; load before {load()})")
     wall: dict[str, list[float]] = {system: [] for system in SYSTEMS}
     cpu: dict[str, list[float]] = {system: [] for system in SYSTEMS}
-    for _ in range(reps):
+    counts: dict[str, list[float]] = {}
+    for rep in range(reps):
         for system in random.sample(SYSTEMS, len(SYSTEMS)):
-            (w1, c1), (w2, c2) = await bench.run(system, small), await bench.run(system, large)
+            figures = []
+            for size in (small, large):
+                thread_id = f"it-{system}-{size}-{uuid.uuid4().hex[:8]}"
+                with round_trips() as waits:
+                    figures.append((*(await bench.run(system, size, thread_id)), waits[0], thread_id))
+            (w1, c1, n1, t1), (w2, c2, n2, t2) = figures
             wall[system].append((w2 - w1) / (large - small) * 1000)
             cpu[system].append((c2 - c1) / (large - small) * 1000)
-    counts: dict[str, list[float]] = {}
-    for system in SYSTEMS:
-        figures = []
-        for size in (small, large):
-            thread_id = f"count-{system}-{size}-{uuid.uuid4().hex[:8]}"
-            with round_trips() as trips:
-                await bench.run(system, size, thread_id)
-            figures.append([*(await bench.rows(thread_id))[:3], trips[0]])
-        counts[system] = [(b - a) / (large - small) for a, b in zip(*figures)]
+            if rep == reps - 1:
+                rows = [(*(await bench.rows(t))[:3], n) for t, n in ((t1, n1), (t2, n2))]
+                counts[system] = [(b - a) / (large - small) for a, b in zip(*rows)]
     for system in SYSTEMS:
         ratio_wall = [ours / peer for ours, peer in zip(wall["boundloop"], wall[system])]
         ratio_cpu = [ours / peer for ours, peer in zip(cpu["boundloop"], cpu[system])]
