@@ -51,7 +51,8 @@ def write_script(path: Path, iterations: int, *, finish: bool = True) -> None:
 
 
 def boundloop_settings(root: Path, script: Path) -> tuple[Task, RunSettings]:
-    task = Task(goal="read the notes", budget={"model_turns": None, "tool_calls": None})
+    unbounded = dict.fromkeys(["model_turns", "tool_calls", "input_tokens", "output_tokens", "wall_clock_s", "tool_result_chars"])
+    task = Task(goal="read the notes", budget=unbounded)
     return task, RunSettings(model="scripted", script=str(script), workspace_root=str(root), unattended=True)
 
 
