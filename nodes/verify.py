@@ -18,11 +18,13 @@ from jsonschema import validators
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
 from pydantic import BaseModel, Field
 
+from checkpoints.store import get_payload
 from graph.budget import Budget, add_usage
 from graph.models import MAX_ASKS, NoReply, ask_for, unusable_reply_ending
 from graph.prompts import JUDGE, evidence_brief, task_brief
 from graph.services import Services, current_run_id
 from nodes.critique import can_ask_a_human
+from graph.test_results import add_tests, test_failures, test_report
 from nodes.execute import run_call
 from tools import gateway
 
@@ -49,8 +51,9 @@ async def verify(state: dict[str, Any], services: Services) -> dict[str, Any]:
     task = state["task"]
     failures = answer_failures(answer, task.get("output_schema"))
     update: dict[str, Any] = {"status": {"phase": "verify"}}
+    tests = None
     if not failures and task.get("checks"):
-        failures, checked = await run_checks(state, services)
+        failures, checked, tests = await run_checks(state, services)
         update.update(checked)
     judged, undecided, conflicts = False, None, []
     if not failures and task.get("acceptance_criteria"):
@@ -74,14 +77,15 @@ async def verify(state: dict[str, Any], services: Services) -> dict[str, Any]:
         conflicts = [] if verdict is None else [conflict.model_dump() for conflict in verdict.conflicts]
     quality = dict(state.get("quality") or {})
     quality["verification"] = {"passed": not failures, "failures": failures, "judged": judged, "undecided": undecided, "output": answer,
-                               "conflicts": conflicts}
+                               "conflicts": conflicts, "tests": tests}
     update["quality"] = quality
     return update
 
 
-async def run_checks(state: dict[str, Any], services: Services) -> tuple[list[dict[str, str]], dict[str, Any]]:
-    """Run the task's checks, tests first, through the gate and the executor; return the failures
-    and the state update (observations and usage) the calls produced."""
+async def run_checks(state: dict[str, Any], services: Services) -> tuple[list[dict[str, Any]], dict[str, Any], dict[str, int] | None]:
+    """Run the task's checks, tests first, through the gate and the executor; return the failures,
+    the state update (observations and usage) the calls produced, and the test counts (None: no
+    check reported structured test results)."""
     checks = sorted(state["task"]["checks"], key=lambda check: check["kind"] != "test")
     proposed = [gateway.ProposedCall(f"v{state['usage'].get('calls_by_role', {}).get('actor', 0)}.{n}", f"check:{n}", check["tool"], check["args"])
                 for n, check in enumerate(checks)]
@@ -90,7 +94,8 @@ async def run_checks(state: dict[str, Any], services: Services) -> tuple[list[di
         rules=gateway.run_policy(state["settings"], state["task"]["profile"]), budget=Budget.model_validate(state["budget"]),
         usage=state["usage"], breaker_state=state.get("breakers") or {}, now=time.time(),
     )
-    failures: list[dict[str, str]] = []
+    failures: list[dict[str, Any]] = []
+    tests: dict[str, int] | None = None
     update: dict[str, Any] = {"observations": [], "usage": {}}
     for check, admission in zip(checks, admissions):
         if admission.verdict != "admit":
@@ -100,9 +105,23 @@ async def run_checks(state: dict[str, Any], services: Services) -> tuple[list[di
         ran = await run_call(admission.call, payload, services, phase="verify")
         update["observations"] += ran["observations"]
         update["usage"] = add_usage(add_usage(update["usage"], ran["usage"]), admission.reservation)
-        if reason := check_failure(check, ran["observations"][0]["status"], str(ran["messages"][0].content)):
+        output = await tool_output(ran, services)
+        if check["kind"] == "test" and (report := test_report(output)) is not None:
+            tests = add_tests(tests, report)
+            if located := test_failures(check, report):
+                failures += located
+                continue
+        if reason := check_failure(check, ran["observations"][0]["status"], output):
             failures.append({"criterion": check["name"], "reason": reason})
-    return failures, update
+    return failures, update, tests
+
+
+async def tool_output(ran: dict[str, Any], services: Services) -> str:
+    """The check's whole tool output: the stored payload when the model's copy was cut."""
+    observation = ran["observations"][0]
+    if observation.get("pointer") and (stored := await get_payload(await services.pool(), observation["pointer"])):
+        return stored.body
+    return gateway.unwrap_data(str(ran["messages"][0].content))
 
 
 def check_failure(check: dict[str, Any], status: str, output: str) -> str | None:
