@@ -61,6 +61,8 @@ class Task(BaseModel):
     """Per-run overrides of the profile's budget, e.g. {"tool_calls": 10}."""
     require_plan_approval: bool = False
     """Pause for a human to approve the plan before any tool runs."""
+    require_result_approval: bool = False
+    """A human must see the result before it commits, whatever its confidence."""
 
     @field_validator("goal")
     @classmethod
@@ -155,6 +157,10 @@ class RunSettings(BaseModel):
     """Confidence below this ends the run LOW_CONFIDENCE."""
     commit_threshold: float = 0.8
     """Confidence at or above this commits automatically; between the two thresholds needs review."""
+    safety_review_below: float = 0.98
+    """A critic's safety score below this sends the result to review however high its confidence."""
+    judge_samples: int = Field(default=1, ge=1, le=9)
+    """Judge verdicts asked per verification; above 1 the majority decides and their agreement is a confidence signal."""
 
     @field_validator("servers")
     @classmethod

@@ -108,5 +108,5 @@ def _last_ai(state: dict[str, Any]) -> AIMessage:
 
 
 def _observation(call: dict[str, Any]) -> dict[str, Any]:
-    keys = ("call_id", "tool_call_id", "name", "server", "args_hash", "side_effect", "rule")
+    keys = ("call_id", "tool_call_id", "name", "server", "args_hash", "side_effect", "reversibility", "rule")
     return {"tool": call["name"], **{key: call.get(key) for key in keys if key != "name"}, "phase": "act"}

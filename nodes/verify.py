@@ -55,14 +55,14 @@ async def verify(state: dict[str, Any], services: Services) -> dict[str, Any]:
     if not failures and task.get("checks"):
         failures, checked, tests = await run_checks(state, services)
         update.update(checked)
-    judged, undecided, conflicts = False, None, []
+    judged, undecided, conflicts, consistency = False, None, [], None
     if not failures and task.get("acceptance_criteria"):
         request = [
             SystemMessage(JUDGE),
             HumanMessage(f"{task_brief(task)}\n\nOutput:\n{answer}\n\nEvidence:\n{evidence_brief(state.get('observations', []))}"),
         ]
         try:
-            verdict, problem, spent = await ask_for(state, services, "judge", request, JudgeReply)
+            verdict, problem, spent, consistency = await judge(state, services, request)
         except NoReply as stopped:
             return {**update, **stopped.update, "usage": add_usage(update.get("usage"), stopped.update["usage"])}
         update.update({**spent, "usage": add_usage(update.get("usage"), spent["usage"])})
@@ -77,9 +77,31 @@ async def verify(state: dict[str, Any], services: Services) -> dict[str, Any]:
         conflicts = [] if verdict is None else [conflict.model_dump() for conflict in verdict.conflicts]
     quality = dict(state.get("quality") or {})
     quality["verification"] = {"passed": not failures, "failures": failures, "judged": judged, "undecided": undecided, "output": answer,
-                               "conflicts": conflicts, "tests": tests}
+                               "conflicts": conflicts, "tests": tests, "consistency": consistency}
     update["quality"] = quality
     return update
+
+
+async def judge(state: dict[str, Any], services: Services, request: list[Any]) -> tuple[JudgeReply | None, str | None, dict[str, Any], float | None]:
+    """The judge's verdict; with `judge_samples` > 1, the majority's (a tie fails), and the share of
+    usable verdicts that agree with it (seed 000 §15.5.3), else None. Every sample is a counted call."""
+    samples = state["settings"].get("judge_samples", 1)
+    spent: dict[str, Any] = {"usage": {}}
+    verdicts: list[JudgeReply] = []
+    problem = None
+    for _ in range(samples):
+        try:
+            verdict, problem, cost = await ask_for({**state, "usage": add_usage(state.get("usage"), spent["usage"])}, services, "judge", request, JudgeReply)
+        except NoReply as stopped:
+            raise NoReply({**stopped.update, "usage": add_usage(spent["usage"], stopped.update["usage"])}) from stopped
+        spent = {**spent, **cost, "usage": add_usage(spent["usage"], cost["usage"])}
+        verdicts += [verdict] if verdict is not None else []
+    if not verdicts:
+        return None, problem, spent, None
+    passing = [verdict for verdict in verdicts if verdict.passed]
+    failing = [verdict for verdict in verdicts if not verdict.passed]
+    majority = passing if len(passing) > len(failing) else failing
+    return majority[0], None, spent, (round(len(majority) / len(verdicts), 4) if samples > 1 else None)
 
 
 async def run_checks(state: dict[str, Any], services: Services) -> tuple[list[dict[str, Any]], dict[str, Any], dict[str, int] | None]:
