@@ -52,3 +52,18 @@ def test_an_irreversible_effect_no_human_approved_sends_the_result_to_review():
 def test_a_low_safety_score_and_a_task_flag_are_triggers_too():
     state = _state(quality={"critique": {"scores": {"safety": 0.96}}}, task={"require_result_approval": True})
     assert review_triggers(state) == ["safety score 0.96 is below 0.98", "the task asks for the result to be approved"]
+
+
+async def test_judge_samples_vote_and_their_agreement_is_a_signal(run_script):
+    from tests.graph.conftest import CRITIC_PASS, JUDGE_PASS, PLAN_ONE_STEP, step
+
+    judge_fail = {"content": {"passed": False, "failures": [{"criterion": "owner", "reason": "missing"}]}, "usage": {"input_tokens": 5, "output_tokens": 5}}
+    report = await run_script(
+        {"planner": [PLAN_ONE_STEP], "actor": [step("Ana publishes the notes.")], "judge": [JUDGE_PASS, judge_fail, JUDGE_PASS],
+         "critic": [CRITIC_PASS]},
+        task={"acceptance_criteria": ["names the owner"]}, judge_samples=3,
+    )
+    verification = report.values["quality"]["verification"]
+    assert (verification["passed"], verification["consistency"]) == (True, 0.6667)
+    assert report.values["usage"]["calls_by_role"]["judge"] == 3
+    assert report.values["quality"]["confidence_signals"]["consistency"] == 0.6667
