@@ -10,6 +10,7 @@ from langchain_core.messages import HumanMessage, SystemMessage
 from graph.budget import Budget, remaining
 from graph.models import NoReply, call_model
 from graph.plan import PlanReply
+from graph import memory
 from graph.prompts import PLANNER, task_brief
 from graph.replies import parse_reply
 from graph.services import Services, current_run_id
@@ -47,6 +48,8 @@ def _brief(state: dict[str, Any], specs: list[Any], errors: list[str]) -> str:
         "Tools:\n" + json.dumps(tools, indent=1),
         "Budget left: " + json.dumps(remaining(state.get("usage", {}), budget)),
     ]
+    if state.get("memories"):
+        parts.append("Memories:\n" + memory.brief(state["memories"]))
     if errors:
         parts.append("Your previous plan was rejected:\n" + "\n".join(f"- {error}" for error in errors))
     return "\n\n".join(parts)
