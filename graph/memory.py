@@ -19,6 +19,7 @@ the verified observations of this run it cites (validator `VALIDATOR`), within t
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 import time
@@ -66,7 +67,7 @@ def split_answer(answer: str) -> tuple[str, list[Any]]:
             candidates.append(f"the candidate block is not JSON ({error.msg})")
             continue
         candidates.extend(parsed if isinstance(parsed, list) else [parsed])
-    return _BLOCK.sub("\n", answer).strip() if candidates or _BLOCK.search(answer) else answer, candidates
+    return (_BLOCK.sub("\n", answer).strip() if _BLOCK.search(answer) else answer), candidates
 
 
 def proposed(messages: Iterable[Any]) -> list[Any]:
@@ -151,8 +152,6 @@ def memory_value(candidate: dict[str, Any], backing: list[tuple[dict[str, Any], 
 
 
 def sha256_text(text: str) -> str:
-    import hashlib
-
     return hashlib.sha256(text.encode()).hexdigest()
 
 
