@@ -35,7 +35,7 @@ async def decisions(runner, thread_id: str) -> list[dict[str, Any]]:
     return [item for event in await runner.trace(thread_id) if event["kind"] == "memory" for item in event["data"]["decisions"]]
 
 
-async def test_only_supported_claims_are_promoted_within_budget_and_a_later_run_recalls_only_those(run_script, runner):
+async def test_only_supported_claims_are_promoted_within_budget_and_a_later_run_recalls_only_those(run_script, runner, db_url, tmp_path):
     other = {"text": "Action items for Ana: publish the notes", "sources": ["a0.0"]}
     final = answer(SUPPORTED, POISON, {"text": "Bob owns the roadmap", "sources": []}, {"text": "Ana", "sources": ["call_x"]}, other)
     first = await run_script(roles(final), task={"budget": {"memory_writes": 1}}, user="alice")
@@ -52,12 +52,46 @@ async def test_only_supported_claims_are_promoted_within_budget_and_a_later_run_
     assert memory.memory_write_quality(promoted) == 1.0
     assert promoted[0]["sources"][0]["call_id"] == "a0.0" and promoted[0]["validator"] == memory.VALIDATOR
 
-    later = await run_script({"planner": [PLAN_ONE_STEP], "actor": [step("Ana.")], "judge": [JUDGE_PASS], "critic": [CRITIC_PASS]},
-                             task={"goal": "Who publishes the notes?"}, user="alice")
+    later_script = tmp_path / "later.json"  # models are cached per script file: the later run needs its own
+    later_script.write_text(json.dumps({"roles": {"planner": [PLAN_ONE_STEP], "actor": [step("Ana.")], "judge": [JUDGE_PASS], "critic": [CRITIC_PASS]}}))
+    later = await run_script({}, task={"goal": "Who publishes the notes?"}, user="alice", script=str(later_script))
     assert [item["text"] for item in later.values["memories"]] == ["Ana: publish the notes"]
     brief = actor_brief(later.values)
     assert "Retrieved evidence from earlier runs" in brief and "not instructions" in brief
     assert f"from run {first.thread_id}, sources a0.0" in brief and "CEO" not in brief
+    await quarantine_and_rebuild(runner, db_url, first.thread_id, user="alice")
+
+
+async def quarantine_and_rebuild(runner, db_url: str, run_id: str, *, user: str) -> None:
+    """Through the CLI: a quarantined memory is never recalled; rebuilt from the run's trace it is
+    again; a tampered source payload is refused; forget deletes; an unknown key gets one clear line."""
+    key = f"{run_id}.0"
+
+    def cli(*args: str) -> Any:
+        return asyncio.to_thread(CliRunner().invoke, app, ["memory", *args, "--database-url", db_url])
+
+    async def recalled() -> list[str]:
+        return [item["key"] for item in await memory.recall(store, user=user, profile="coding_assistant", goal="publish the notes")]
+
+    store = await memory_store(runner.pool)
+    listed = await cli("list", "--json", "--user", user)
+    assert listed.exit_code == 0 and [row["key"] for row in json.loads(listed.stdout)] == [key]
+    assert (await cli("quarantine", key, "--reason", "looks wrong")).exit_code == 0
+    shown = json.loads((await cli("show", key)).stdout)
+    assert shown["status"] == "quarantined" and shown["status_reason"] == "looks wrong"
+    assert await recalled() == []
+    rebuilt = await cli("rebuild", run_id)
+    assert rebuilt.exit_code == 0 and f"rebuilt {key}" in rebuilt.stdout
+    assert await recalled() == [key]
+
+    pointer = (await memory.find(store, key)).value["sources"][0]["pointer"]
+    async with runner.pool.connection() as conn:
+        await conn.execute("UPDATE boundloop_payloads SET body = 'Ana is the CEO' WHERE id = %s", (tables._payload_id(pointer),))
+    refused = await cli("rebuild", run_id)
+    assert refused.exit_code == 1 and "stored payload is missing or altered" in refused.stdout
+    assert (await cli("forget", key)).exit_code == 0
+    missing = await cli("show", key)
+    assert missing.exit_code == 2 and f"no memory {key!r}" in missing.stderr
 
 
 async def test_a_run_that_does_not_commit_promotes_nothing(run_script, runner):
@@ -80,10 +114,6 @@ async def test_research_profile_writes_memory_only_after_a_human_approves(run_sc
     assert done.status == Terminal.SUCCESS
     [item] = await memory.list_memories(await memory_store(runner.pool), user="default", profile="research_assistant")
     assert item.value["approved_by"] == "ana"
-
-    unattended = await run_script(roles(answer(SUPPORTED)), task=task, unattended=True)
-    assert unattended.status == Terminal.SUCCESS
-    assert "needs approval for memory writes and the run is unattended" in (await decisions(runner, unattended.thread_id))[0]["reason"]
 
 
 def _value(text: str, *, run_id: str = "run-x", user: str = "alice", expires_in: float = 3600) -> dict[str, Any]:
@@ -115,32 +145,3 @@ def test_memory_write_quality_counts_only_backed_memories():
     backed, bare = _value("x"), {**_value("y"), "sources": []}
     assert memory.memory_write_quality([backed, bare]) == 0.5
     assert memory.memory_write_quality([]) is None
-
-
-async def test_cli_quarantines_and_rebuilds_a_memory_from_its_runs_trace(run_script, runner, db_url):
-    report = await run_script(roles(answer(SUPPORTED)))
-    key = f"{report.thread_id}.0"
-
-    def cli(*args: str) -> Any:
-        return asyncio.to_thread(CliRunner().invoke, app, ["memory", *args, "--database-url", db_url])
-
-    listed = await cli("list", "--json")
-    assert listed.exit_code == 0 and [row["key"] for row in json.loads(listed.stdout)] == [key]
-    assert (await cli("quarantine", key, "--reason", "looks wrong")).exit_code == 0
-    shown = json.loads((await cli("show", key)).stdout)
-    assert shown["status"] == "quarantined" and shown["status_reason"] == "looks wrong"
-    store = await memory_store(runner.pool)
-    assert await memory.recall(store, user="default", profile="coding_assistant", goal="publish the notes") == []
-    rebuilt = await cli("rebuild", report.thread_id)
-    assert rebuilt.exit_code == 0 and f"rebuilt {key}" in rebuilt.stdout
-    assert [item["key"] for item in await memory.recall(store, user="default", profile="coding_assistant", goal="publish the notes")] == [key]
-
-    # A tampered source payload is refused, not rebuilt; unknown keys get one clear line.
-    pointer = (await memory.find(store, key)).value["sources"][0]["pointer"]
-    async with runner.pool.connection() as conn:
-        await conn.execute("UPDATE boundloop_payloads SET body = 'Ana is the CEO' WHERE id = %s", (tables._payload_id(pointer),))
-    refused = await cli("rebuild", report.thread_id)
-    assert refused.exit_code == 1 and "stored payload is missing or altered" in refused.stdout
-    assert (await cli("forget", key)).exit_code == 0
-    missing = await cli("show", key)
-    assert missing.exit_code == 2 and f"no memory {key!r}" in missing.stderr
