@@ -115,6 +115,11 @@ async def test_research_profile_writes_memory_only_after_a_human_approves(run_sc
     [item] = await memory.list_memories(await memory_store(runner.pool), user="default", profile="research_assistant")
     assert item.value["approved_by"] == "ana"
 
+    unattended = await run_script(roles(answer(SUPPORTED)), task=task, unattended=True)
+    assert unattended.status == Terminal.SUCCESS
+    [refused] = await decisions(runner, unattended.thread_id)
+    assert "needs approval for memory writes and the run is unattended" in refused["reason"]
+
 
 def _value(text: str, *, run_id: str = "run-x", user: str = "alice", expires_in: float = 3600) -> dict[str, Any]:
     now = time.time()
