@@ -67,7 +67,9 @@ async def intake(state: dict[str, Any], runtime: Runtime[RunSettings], services:
         "usage": empty_usage(),
         "status": {"phase": "intake"},
         "ending": None,
-        "memories": await memory.recall(await memory.store_for(await services.pool()), user=settings.user, profile=task.profile, goal=task.goal),
+        "memories": await memory.recall(
+            await memory.store_for(await services.pool()), user=settings.user, profile=task.profile, goal=task.goal
+        ),
     }
     if budget.cost_usd is not None and price_of(settings_json, model) is None:
         exhaustion = Exhaustion("cost_usd", 0, 0, Terminal.BUDGET_EXHAUSTED)

@@ -7,10 +7,10 @@ from typing import Any
 
 from langchain_core.messages import HumanMessage, SystemMessage
 
+from graph import memory
 from graph.budget import Budget, remaining
 from graph.models import NoReply, call_model
 from graph.plan import PlanReply
-from graph import memory
 from graph.prompts import PLANNER, task_brief
 from graph.replies import parse_reply
 from graph.services import Services, current_run_id
