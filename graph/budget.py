@@ -52,6 +52,8 @@ class Budget(BaseModel):
     """Read-only calls dispatched at once."""
     escalations: int | None = 5
     """Times a run may stop to ask a human (a question, a budget extension, a review)."""
+    memory_writes: int | None = 5
+    """Persistent memories the write gate may promote after the run commits (graph/memory.py)."""
 
 
 USAGE_COUNTERS = (
@@ -69,6 +71,7 @@ USAGE_COUNTERS = (
     "unpriced_model_calls",
     "escalations",
     "estimated_usage_calls",
+    "memory_writes",
 )
 USAGE_MAPS = ("per_tool", "per_server", "calls_by_role")
 

@@ -35,6 +35,7 @@ from nodes.gate import gate
 from nodes.intake import intake
 from nodes.observe import observe
 from nodes.plan import plan
+from nodes.remember import remember
 from nodes.repair import repair
 from nodes.retrieve import retrieve
 from nodes.validate_plan import validate_plan
@@ -55,6 +56,7 @@ PHASES: dict[str, Node] = {
     "critique": critique,
     "repair": repair,
     "commit": commit,
+    "remember": remember,
     "escalate": escalate,
     "finalize": finalize,
 }
@@ -86,6 +88,7 @@ def build_graph(*, checkpointer: BaseCheckpointSaver | None = None, services: Se
     builder.add_conditional_edges("critique", guards.route_after_critique)
     builder.add_conditional_edges("repair", guards.route_after_repair)
     builder.add_conditional_edges("commit", guards.route_after_commit)
+    builder.add_edge("remember", "finalize")
     builder.add_conditional_edges("escalate", guards.route_after_escalate)
     builder.add_edge("finalize", END)
     compiled = builder.compile(checkpointer=checkpointer, name="boundloop")

@@ -145,8 +145,9 @@ def route_after_repair(state: dict[str, Any]) -> Literal["act", "escalate", "fin
     return "act" if may_call_model(state) else stop(state)
 
 
-def route_after_commit(state: dict[str, Any]) -> Literal["escalate", "finalize"]:
-    return "finalize" if state["ending"]["code"] == Terminal.SUCCESS else stop(state)
+def route_after_commit(state: dict[str, Any]) -> Literal["remember", "escalate", "finalize"]:
+    """A committed result goes through the memory write gate; nothing else ever reaches it."""
+    return "remember" if state["ending"]["code"] in (Terminal.SUCCESS, Terminal.PARTIAL_SUCCESS) else stop(state)
 
 
 def route_after_escalate(state: dict[str, Any]) -> Literal["plan", "retrieve", "act", "commit", "repair", "escalate", "finalize"]:

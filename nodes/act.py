@@ -7,6 +7,7 @@ from typing import Any
 
 from langchain_core.messages import HumanMessage, SystemMessage
 
+from graph import memory
 from graph.models import NoReply, call_model
 from graph.prompts import ACTOR, SCHEMA_RULE, evidence_brief, task_brief
 from graph.services import Services, current_run_id
@@ -35,4 +36,5 @@ def _brief(state: dict[str, Any]) -> str:
     evidence = [obs for obs in state.get("observations", []) if obs.get("phase") == "retrieve"]
     return "\n\n".join(
         [task_brief({**state["task"], "clarifications": state.get("clarifications", [])}), "Plan:\n" + ("\n".join(plan_lines) or "(none)"), "Evidence:\n" + evidence_brief(evidence)]
+        + (["Memories:\n" + memory.brief(state["memories"])] if state.get("memories") else [])
     )

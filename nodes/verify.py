@@ -19,6 +19,7 @@ from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
 from pydantic import BaseModel, Field
 
 from checkpoints.store import get_payload
+from graph import memory
 from graph.budget import Budget, add_usage
 from graph.models import MAX_ASKS, NoReply, ask_for, unusable_reply_ending
 from graph.prompts import JUDGE, evidence_brief, task_brief
@@ -165,7 +166,7 @@ def check_failure(check: dict[str, Any], status: str, output: str) -> str | None
 def final_answer(state: dict[str, Any]) -> str:
     for message in reversed(state.get("messages", [])):
         if isinstance(message, AIMessage) and not message.tool_calls and not message.invalid_tool_calls:
-            return str(message.content)
+            return memory.split_answer(str(message.content))[0]
     return ""
 
 
