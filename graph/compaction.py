@@ -33,6 +33,9 @@ from graph.prompts import task_brief
 
 RECORD_ID = "boundloop-context-record"
 """The id of the message holding the record (a later compaction replaces it)."""
+MARGIN = 64
+"""Tokens of the threshold compaction leaves free: the record is rebuilt for each call, and its
+counters (budget used, calls) move a little between the compaction and the call."""
 LOW_WATER = 0.5
 """Compaction keeps the newest turns only while they fill at most this share of the room between
 the record alone and the threshold, so the next compaction is several turns away, not one."""
@@ -65,6 +68,16 @@ def threshold_of(state: dict[str, Any], limit: int | None) -> int | None:
     if limit is None:
         return None
     return math.floor(limit * float(state["settings"].get("context_threshold") or 0.8))
+
+
+def current(state: dict[str, Any], run_id: str) -> list[BaseMessage]:
+    """The conversation as the actor is shown it: the record rebuilt from the state as it is now
+    (the plan, calls and budget move on after a compaction), then the turns kept since."""
+    messages = state.get("messages", [])
+    if not messages or messages[0].id != RECORD_ID:
+        return list(messages)
+    measured = state.get("context") or {}
+    return [record(state, run_id, measured.get("compactions", 1), measured.get("feedback") or []), *messages[1:]]
 
 
 def turns(messages: list[BaseMessage]) -> list[list[BaseMessage]]:
@@ -202,5 +215,5 @@ def _approval_lines(state: dict[str, Any]) -> str:
         lines.append(f"- {entry['call_id']} {entry.get('name') or entry.get('tool', '')}: "
                      + (f"decided {decision.get('action', decision) if isinstance(decision, dict) else decision}" if decision else "waiting for a human"))
     usage, limit = (state.get("usage") or {}).get("escalations", 0), Budget.model_validate(state["budget"]).escalations
-    lines.append(f"- escalations: {usage} of {limit}; phase: {(state.get('status') or {}).get('phase')}")
+    lines.append(f"- escalations: {usage} of {limit}")
     return "\n".join(lines)

@@ -33,7 +33,7 @@ def actor_request(state: dict[str, Any], tools: list[dict[str, Any]]) -> tuple[l
     request = [
         SystemMessage(ACTOR.format(schema_rule=schema_rule)),
         HumanMessage(_brief(state)),
-        *state.get("messages", []),
+        *compaction.current(state, current_run_id()),
     ]
     return request, [*tools, payload_tool.SPEC] if payload_tool.offered(state) else tools
 

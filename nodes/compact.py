@@ -43,7 +43,7 @@ async def compact(state: dict[str, Any], services: Services) -> dict[str, Any]:
     feedback = list(previous.get("feedback") or [])
     candidate = _with(state, measured, feedback, turns, kept, run_id, count)
     tokens, method = context.measure(name, *actor_request(candidate, specs))
-    if tokens > threshold or previous.get("again"):
+    if tokens > threshold - compaction.MARGIN or previous.get("again"):
         share = float(state["settings"].get("context_threshold") or 0.8)
         stop = ending(Terminal.BUDGET_EXHAUSTED, UNSAFE.format(tokens=tokens, threshold=threshold, share=share, limit=limit),
                       UNSAFE_NEXT.format(suggest=int(tokens / share) + 1), dimension="context_tokens")
