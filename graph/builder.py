@@ -27,6 +27,7 @@ from graph.trace import record_node
 from nodes.act import act
 from nodes.approve import approve
 from nodes.commit import commit
+from nodes.compact import compact
 from nodes.critique import critique
 from nodes.escalate import escalate
 from nodes.execute import execute
@@ -50,6 +51,7 @@ PHASES: dict[str, Node] = {
     "validate_plan": validate_plan,
     "retrieve": retrieve,
     "act": act,
+    "compact": compact,
     "gate": gate,
     "observe": observe,
     "verify": verify,
@@ -79,6 +81,7 @@ def build_graph(*, checkpointer: BaseCheckpointSaver | None = None, services: Se
     builder.add_conditional_edges("validate_plan", guards.route_after_validate)
     builder.add_conditional_edges("retrieve", guards.route_after_retrieve)
     builder.add_conditional_edges("act", guards.route_after_act)
+    builder.add_conditional_edges("compact", guards.route_after_compact)
     tool_routes = ["approve", "execute", "act", "escalate", "finalize"]
     builder.add_conditional_edges("gate", guards.route_tool_calls, tool_routes)
     builder.add_edge("execute", "observe")

@@ -90,9 +90,11 @@ def route_after_retrieve(state: dict[str, Any]) -> Literal["act", "escalate", "f
     return "act" if may_call_model(state) else stop(state)
 
 
-def route_after_act(state: dict[str, Any]) -> Literal["gate", "verify", "repair", "escalate", "finalize"]:
+def route_after_act(state: dict[str, Any]) -> Literal["compact", "gate", "verify", "repair", "escalate", "finalize"]:
     if must_stop(state):
         return stop(state)
+    if (state.get("context") or {}).get("pressure"):
+        return "compact"  # the context pressure gate: act did not call, its request was over the threshold
     last = state["messages"][-1]
     if isinstance(last, AIMessage) and (last.tool_calls or last.invalid_tool_calls):
         return "gate"
@@ -124,6 +126,10 @@ def _runnable(call: dict[str, Any], decided: dict[str, dict[str, Any]]) -> dict[
     if not decision.get("run"):
         return None
     return {**call, "args": decision.get("args", call["args"]), "args_hash": decision.get("args_hash", call["args_hash"])}
+
+
+def route_after_compact(state: dict[str, Any]) -> Literal["act", "escalate", "finalize"]:
+    return "act" if may_call_model(state) else stop(state)
 
 
 def route_after_verify(state: dict[str, Any]) -> Literal["critique", "escalate", "finalize"]:

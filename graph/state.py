@@ -69,6 +69,9 @@ class LoopState(TypedDict, total=False):
     """The actor's conversation: each AI tool call is paired with exactly one tool result."""
     observations: Annotated[list[dict[str, Any]], DeltaChannel(_fold_observations)]
     """One record per tool call, climbing the grounding ladder intended → … → committed."""
+    context: dict[str, Any]
+    """The last model request's measure: role, tokens, growth since that role's previous request,
+    method (tokenizer or estimate), limit; `pressure` when the actor's next request needs compaction."""
     usage: Annotated[dict[str, Any], add_usage]
     """Budget consumed so far; nodes send deltas, the reducer sums them."""
     breakers: dict[str, Any]

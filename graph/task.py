@@ -153,6 +153,10 @@ class RunSettings(BaseModel):
     model_timeout_s: float = Field(default=120.0, gt=0)
     """Per-request timeout for the model; a request that runs longer is cancelled and retried
     (within budget.retries). No call, of the model or of a tool, outlives the wall-clock budget."""
+    context_windows: dict[str, int] = Field(default_factory=dict)
+    """Extra model context windows, tokens per request: {"model": tokens} (graph/models.py CONTEXT_WINDOWS)."""
+    context_threshold: float = Field(default=0.8, gt=0, le=1)
+    """Share of the context limit at which the actor's context is compacted before the call."""
     max_result_chars: int = 4_000
     """Characters of one tool result the model sees; the full payload is stored."""
     review_threshold: float = 0.5
