@@ -1,0 +1,124 @@
+"""timeline: one run's trace laid out on a time axis, as plain numbers a template draws in SVG.
+
+Phases come from the trace's node events (each ends at `at` and lasted `elapsed_ms`), tool calls
+from the checkpointed observations and approval records, escalations from the approval requests.
+Budget consumption is drawn per dimension: from the per-step budget vectors when the trace carries
+them (a `usage` mapping on node events), else from the run's final usage. Unknown event kinds and
+extra fields are ignored.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+from graph.budget import Budget
+from graph.progress import used_of
+
+WIDTH = 900
+"""Width of the drawing area, in SVG units."""
+
+
+@dataclass
+class Phase:
+    node: str
+    start_ms: float
+    end_ms: float
+    x: float = 0.0
+    width: float = 0.0
+    detail: str = ""
+
+
+@dataclass
+class Dimension:
+    name: str
+    used: float
+    limit: float | None
+    points: list[tuple[float, float]] = field(default_factory=list)
+    """(x, fraction of the limit) per step that recorded it."""
+
+    @property
+    def fraction(self) -> float:
+        return min(1.0, self.used / self.limit) if self.limit else 0.0
+
+
+@dataclass
+class Timeline:
+    span_ms: float
+    phases: list[Phase]
+    dimensions: list[Dimension]
+    calls: list[dict[str, Any]]
+    escalations: list[dict[str, Any]]
+    width: int = WIDTH
+
+
+def build(trace: list[dict[str, Any]], values: dict[str, Any], approvals: list[dict[str, Any]]) -> Timeline:
+    """The timeline of a run from its trace events, its checkpointed values and its approval records."""
+    nodes = [event for event in trace if event.get("kind") == "node" and isinstance(event.get("at"), datetime)]
+    origin = min((_start(event) for event in nodes), default=None)
+    phases = [Phase(str(event.get("node")), _ms(_start(event), origin), _ms(event["at"], origin), detail=_detail(event)) for event in nodes]
+    span = max((phase.end_ms for phase in phases), default=0.0) or 1.0
+    for phase in phases:
+        phase.x = WIDTH * phase.start_ms / span
+        phase.width = max(1.0, WIDTH * (phase.end_ms - phase.start_ms) / span)
+    called_at = {call.get("call_id"): _ms(event["at"], origin) for event in nodes for call in (event.get("data") or {}).get("calls", [])}
+    return Timeline(span, phases, _dimensions(nodes, values, origin, span), _calls(values, called_at, span), _escalations(approvals))
+
+
+def _dimensions(nodes: list[dict[str, Any]], values: dict[str, Any], origin: datetime | None, span: float) -> list[Dimension]:
+    if not values.get("budget"):
+        return []
+    budget = Budget.model_validate(values["budget"])
+    usage = values.get("usage") or {}
+    dimensions = []
+    for name in Budget.model_fields:
+        if name == "parallel_calls":
+            continue
+        limit = getattr(budget, name)
+        dimension = Dimension(name, used_of(usage, name), limit)
+        for event in nodes:
+            step = (event.get("data") or {}).get("usage")
+            if isinstance(step, dict) and limit:
+                dimension.points.append((WIDTH * _ms(event["at"], origin) / span, min(1.0, used_of(step, name) / limit)))
+        dimensions.append(dimension)
+    return dimensions
+
+
+def _calls(values: dict[str, Any], called_at: dict[Any, float], span: float) -> list[dict[str, Any]]:
+    decisions = {record.get("call_id"): record for record in values.get("approvals") or []}
+    calls = []
+    for obs in values.get("observations") or []:
+        decided = decisions.get(obs.get("call_id")) or {}
+        at = called_at.get(obs.get("call_id"))
+        calls.append({
+            "call_id": obs.get("call_id"), "tool": obs.get("tool") or obs.get("name"), "status": obs.get("status") or obs.get("stage"),
+            "rule": obs.get("rule"), "decision": decided.get("decision") or ("admitted" if obs.get("status") not in ("denied",) else "denied"),
+            "approver": decided.get("approver"), "x": None if at is None else WIDTH * at / span,
+        })
+    return calls
+
+
+def _escalations(approvals: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    rows = []
+    for row in approvals:
+        payload = row.get("payload") or {}
+        rows.append({"call_id": row["call_id"], "type": payload.get("type", row.get("tool")), "what": payload.get("name") or payload.get("question")
+                     or payload.get("reason") or row.get("tool"), "decision": row.get("decision") or "pending",
+                     "approver": row.get("approver"), "asked": row.get("created_at"), "decided": row.get("decided_at")})
+    return rows
+
+
+def _start(event: dict[str, Any]) -> datetime:
+    return event["at"] - timedelta(milliseconds=float((event.get("data") or {}).get("elapsed_ms") or 0))
+
+
+def _ms(at: datetime, origin: datetime | None) -> float:
+    return 0.0 if origin is None else (at - origin).total_seconds() * 1000
+
+
+def _detail(event: dict[str, Any]) -> str:
+    data = event.get("data") or {}
+    if code := (data.get("ending") or {}).get("code"):
+        return str(code)
+    return ", ".join(f"{call.get('tool')}:{call.get('status')}" for call in data.get("calls", []) if isinstance(call, dict))
