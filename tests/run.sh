@@ -8,7 +8,9 @@
 #   3. the MCP test peer server-everything (npm) in tests/.peers/ — skipped with a message when npm
 #      is missing; the tests that need it skip then;
 #   4. bubblewrap (apt-get, as root, when `bwrap` is missing) — the sandbox server runs every
-#      snippet in it and refuses to run any without it.
+#      snippet in it and refuses to run any without it;
+#   5. Debian's chromium (apt-get, as root, when /usr/bin/chromium is missing) — Playwright drives it
+#      in tests/console (never `playwright install`); not root and missing: those tests skip, saying so.
 # Runs unattended (CI=true, no stdin); needs network only to PyPI, Debian and npm.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -98,9 +100,19 @@ ensure_bubblewrap() {
   apt_install bubblewrap
 }
 
+ensure_chromium() {
+  if [[ -x /usr/bin/chromium ]]; then return; fi
+  if [[ $(id -u) -ne 0 ]]; then
+    say "chromium not found and not root: the browser tests (tests/console) will skip; install it with: sudo apt-get install chromium"
+    return
+  fi
+  apt_install chromium
+}
+
 ensure_venv
 ensure_dependencies
 ensure_postgres
 ensure_peer
 ensure_bubblewrap
+ensure_chromium
 exec "$VENV_PYTHON" -m pytest -q "$@"

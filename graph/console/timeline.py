@@ -29,6 +29,11 @@ class Phase:
     width: float = 0.0
     detail: str = ""
 
+    @property
+    def detail_left(self) -> bool:
+        """Whether the phase's detail is written left of its bar (a bar near the right edge)."""
+        return self.x + self.width > WIDTH * 0.7
+
 
 @dataclass
 class Dimension:
@@ -63,7 +68,14 @@ def build(trace: list[dict[str, Any]], values: dict[str, Any], approvals: list[d
         phase.x = WIDTH * phase.start_ms / span
         phase.width = max(1.0, WIDTH * (phase.end_ms - phase.start_ms) / span)
     called_at = {call.get("call_id"): _ms(event["at"], origin) for event in nodes for call in (event.get("data") or {}).get("calls", [])}
-    return Timeline(span, phases, _dimensions(nodes, values, origin, span), _calls(values, called_at, span), _escalations(approvals))
+    escalations = _escalations(approvals)
+    end = max((event["at"] for event in nodes), default=None)
+    for escalation in escalations:  # the wait for a human, as a band from request to decision (or to the last event)
+        until = escalation["decided"] or end
+        if origin is not None and isinstance(escalation["asked"], datetime) and until is not None:
+            escalation["x"] = max(0.0, WIDTH * _ms(escalation["asked"], origin) / span)
+            escalation["width"] = max(1.0, min(WIDTH, WIDTH * _ms(until, origin) / span) - escalation["x"])
+    return Timeline(span, phases, _dimensions(nodes, values, origin, span), _calls(values, called_at, span), escalations)
 
 
 def _dimensions(nodes: list[dict[str, Any]], values: dict[str, Any], origin: datetime | None, span: float) -> list[Dimension]:
@@ -105,7 +117,8 @@ def _escalations(approvals: list[dict[str, Any]]) -> list[dict[str, Any]]:
         payload = row.get("payload") or {}
         rows.append({"call_id": row["call_id"], "type": payload.get("type", row.get("tool")), "what": payload.get("name") or payload.get("question")
                      or payload.get("reason") or row.get("tool"), "decision": row.get("decision") or "pending",
-                     "approver": row.get("approver"), "asked": row.get("created_at"), "decided": row.get("decided_at")})
+                     "approver": row.get("approver"), "asked": row.get("created_at"), "decided": row.get("decided_at"),
+                     "x": None, "width": 0.0})
     return rows
 
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import shutil
 import socket
 import threading
 from collections.abc import Awaitable, Callable, Iterator
@@ -102,7 +101,7 @@ def waiting_runs(live_console: LiveConsole, tmp_path_factory: pytest.TempPathFac
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
     """Debian's Chromium under Playwright; the module skips when it is not installed."""
-    if not shutil.which(CHROMIUM) and not os.path.exists(CHROMIUM):
+    if not os.access(CHROMIUM, os.X_OK):
         pytest.skip(f"{CHROMIUM} is missing: run the tests with `bash tests/run.sh` as root (it installs Debian's chromium), "
                     "or `apt-get install chromium`")
     from playwright.sync_api import sync_playwright
