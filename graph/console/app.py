@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import hmac
+import json
 import ipaddress
 import os
 from collections.abc import AsyncIterator
@@ -127,7 +128,7 @@ def create_app(settings: ConsoleSettings) -> Starlette:
             done = await inbox.carry_out(runner, item, decision, settings.server_url)
         except (BoundloopError, CheckpointsError, ToolsError) as error:
             return await _inbox_page(console, error=f"refused: {secrets.redact(str(error))}", status=409)
-        notice = f"{decision['decision'] if 'decision' in decision else 'answer'} {binding.call_id}: {done}"
+        notice = f"{decision['decision']} {binding.call_id}: {done}"
         return RedirectResponse(f"{PREFIX}/runs/{binding.run_id}?notice={_quote(notice)}", status_code=303)
 
     async def home(request: Request) -> Response:
@@ -172,7 +173,10 @@ async def _inbox_page(console: Console, error: str | None = None, status: int = 
 
 
 def _form(console: Console, item: inbox.Item) -> dict[str, Any]:
-    return {"item": item, "token": console.tokens.issue(item.binding), "request": secrets.redact(item.request)}
+    """What one decision form shows (redacted) and the token it posts."""
+    request = secrets.redact(item.request)
+    arguments = json.dumps(request.get("args"), indent=2, sort_keys=True, default=str)
+    return {"item": item, "token": console.tokens.issue(item.binding), "request": request, "args_json": arguments}
 
 
 def _guard(console: Console, handler: Handler) -> Handler:

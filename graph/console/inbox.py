@@ -9,7 +9,6 @@ run is continued here by the runner, exactly as `boundloop approve` continues it
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
@@ -43,10 +42,6 @@ class Item:
             return "none (read-only)"
         reversibility = self.request.get("reversibility") or "unknown"
         return f"{RISK.get(reversibility, 'high')} ({reversibility} side effect)"
-
-    @property
-    def args_json(self) -> str:
-        return json.dumps(self.request.get("args"), indent=2, sort_keys=True, default=str)
 
 
 async def pending(runner: Runner, run_id: str | None = None) -> list[Item]:

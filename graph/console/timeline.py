@@ -75,7 +75,7 @@ def build(trace: list[dict[str, Any]], values: dict[str, Any], approvals: list[d
         if origin is not None and isinstance(escalation["asked"], datetime) and until is not None:
             escalation["x"] = max(0.0, WIDTH * _ms(escalation["asked"], origin) / span)
             escalation["width"] = max(1.0, min(WIDTH, WIDTH * _ms(until, origin) / span) - escalation["x"])
-    return Timeline(span, phases, _dimensions(nodes, values, origin, span), _calls(values, called_at, span), escalations)
+    return Timeline(span, phases, _dimensions(nodes, values, origin, span), _calls(values, called_at, span, approvals), escalations)
 
 
 def _dimensions(nodes: list[dict[str, Any]], values: dict[str, Any], origin: datetime | None, span: float) -> list[Dimension]:
@@ -97,18 +97,26 @@ def _dimensions(nodes: list[dict[str, Any]], values: dict[str, Any], origin: dat
     return dimensions
 
 
-def _calls(values: dict[str, Any], called_at: dict[Any, float], span: float) -> list[dict[str, Any]]:
+def _calls(values: dict[str, Any], called_at: dict[Any, float], span: float, approvals: list[dict[str, Any]]) -> list[dict[str, Any]]:
     decisions = {record.get("call_id"): record for record in values.get("approvals") or []}
+    asked = {row["call_id"] for row in approvals if row.get("decision") is None}
     calls = []
     for obs in values.get("observations") or []:
         decided = decisions.get(obs.get("call_id")) or {}
         at = called_at.get(obs.get("call_id"))
         calls.append({
             "call_id": obs.get("call_id"), "tool": obs.get("tool") or obs.get("name"), "status": obs.get("status") or obs.get("stage"),
-            "rule": obs.get("rule"), "decision": decided.get("decision") or ("admitted" if obs.get("status") not in ("denied",) else "denied"),
+            "rule": obs.get("rule"), "decision": decided.get("decision") or _undecided(obs, asked),
             "approver": decided.get("approver"), "x": None if at is None else WIDTH * at / span,
         })
     return calls
+
+
+def _undecided(obs: dict[str, Any], asked: set[str]) -> str:
+    """What was decided about a call no human decided: it waits for one, policy denied it, or admitted it."""
+    if obs.get("call_id") in asked:
+        return "waiting"
+    return "denied" if obs.get("status") == "denied" else "admitted"
 
 
 def _escalations(approvals: list[dict[str, Any]]) -> list[dict[str, Any]]:
