@@ -22,6 +22,7 @@ from graph.runner import Runner, _as_answer
 
 Driver = Literal["here", "workers", "server"]
 RISK = {"irreversible": "high", "compensable": "medium", "reversible": "low"}
+DRIVERS: dict[str, str] = {"here": "this console", "workers": "the worker pool", "server": "a LangGraph server"}
 
 
 @dataclass
@@ -35,6 +36,10 @@ class Item:
     asked_at: datetime
     driver: Driver
     assistant_id: str | None = None
+
+    @property
+    def driven_by(self) -> str:
+        return DRIVERS[self.driver]
 
     @property
     def risk(self) -> str:

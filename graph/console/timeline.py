@@ -28,11 +28,8 @@ class Phase:
     x: float = 0.0
     width: float = 0.0
     detail: str = ""
-
-    @property
-    def detail_left(self) -> bool:
-        """Whether the phase's detail is written left of its bar (a bar near the right edge)."""
-        return self.x + self.width > WIDTH * 0.7
+    lane: int = 0
+    """Row of the drawing: one per node, in the order the nodes first ran."""
 
 
 @dataclass
@@ -52,6 +49,7 @@ class Dimension:
 class Timeline:
     span_ms: float
     phases: list[Phase]
+    lanes: list[str]
     dimensions: list[Dimension]
     calls: list[dict[str, Any]]
     escalations: list[dict[str, Any]]
@@ -64,7 +62,9 @@ def build(trace: list[dict[str, Any]], values: dict[str, Any], approvals: list[d
     origin = min((_start(event) for event in nodes), default=None)
     phases = [Phase(str(event.get("node")), _ms(_start(event), origin), _ms(event["at"], origin), detail=_detail(event)) for event in nodes]
     span = max((phase.end_ms for phase in phases), default=0.0) or 1.0
+    lanes = list(dict.fromkeys(phase.node for phase in phases))
     for phase in phases:
+        phase.lane = lanes.index(phase.node)
         phase.x = WIDTH * phase.start_ms / span
         phase.width = max(1.0, WIDTH * (phase.end_ms - phase.start_ms) / span)
     called_at = {call.get("call_id"): _ms(event["at"], origin) for event in nodes for call in (event.get("data") or {}).get("calls", [])}
@@ -75,7 +75,7 @@ def build(trace: list[dict[str, Any]], values: dict[str, Any], approvals: list[d
         if origin is not None and isinstance(escalation["asked"], datetime) and until is not None:
             escalation["x"] = max(0.0, WIDTH * _ms(escalation["asked"], origin) / span)
             escalation["width"] = max(1.0, min(WIDTH, WIDTH * _ms(until, origin) / span) - escalation["x"])
-    return Timeline(span, phases, _dimensions(nodes, values, origin, span), _calls(values, called_at, span, approvals), escalations)
+    return Timeline(span, phases, lanes, _dimensions(nodes, values, origin, span), _calls(values, called_at, span, approvals), escalations)
 
 
 def _dimensions(nodes: list[dict[str, Any]], values: dict[str, Any], origin: datetime | None, span: float) -> list[Dimension]:

@@ -3,6 +3,7 @@ made in the approval inbox that continue the run — or are refused when tampere
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -32,13 +33,14 @@ def test_the_run_list_shows_each_run_and_opens_its_timeline(page: Page, live_con
 
     page.click(f"a[href='/console/runs/{run.thread_id}']")
     expect(page.locator("#run-status")).to_have_text("CONFIRM_REQUIRED")
-    phases = page.locator("svg.timeline g.phase text.label")
+    phases = page.locator("svg.timeline text.label")
     expect(phases.first).to_have_text("intake")
     assert {"plan", "act", "gate"} <= set(phases.all_text_contents())
     expect(page.locator("table.calls tr[data-call='a0.0'] td").nth(1)).to_have_text("workspace__delete_file")
     expect(page.locator("table.escalations tr[data-call='a0.0'] td").nth(3)).to_have_text("pending")
     expect(page.locator("table.calls tr[data-call='a0.0'] td").nth(2)).to_have_text("waiting")
     expect(page.locator("table.budget tr[data-dimension='model_turns'] td").nth(1)).to_have_text("2")
+    expect(page.locator("svg.timeline rect.phase.node-gate title")).to_have_text(re.compile(r"gate: [\d.]+ ms · workspace__delete_file:pending"))
     expect(request_of(page, run)).to_contain_text("rule:coding_assistant.delete")  # decidable from its timeline too
 
 
@@ -58,7 +60,7 @@ def test_approving_a_pending_call_in_the_inbox_runs_it_and_the_run_finishes(page
     expect(page.locator("table.calls tr[data-call='a0.0'] td").nth(2)).to_have_text("approve")
     expect(page.locator("table.calls tr[data-call='a0.0'] td").nth(3)).to_have_text(APPROVER)
     expect(page.locator("table.calls tr[data-call='a0.0'] .status")).to_have_text("ok")
-    assert {"observe", "finalize"} <= set(page.locator("svg.timeline g.phase text.label").all_text_contents())
+    assert {"observe", "finalize"} <= set(page.locator("svg.timeline text.label").all_text_contents())
     assert not (workspace_of(run) / "notes.md").exists()
 
 

@@ -312,7 +312,7 @@ async def test_the_console_route_decides_a_server_thread_through_the_server_api(
         inbox = await http.get("/console/inbox")
         assert inbox.status_code == 200, inbox.text[:500]
         [article] = re.findall(rf'<article class="request" data-call="a0.0" data-run="{thread_id}">.*?</article>', inbox.text, re.S)
-        assert "driven by server" in article
+        assert "driven by a LangGraph server" in article
         fields = dict(re.findall(r'<input type="hidden" name="(\w+)" value="([^"]*)">', article))
         decided = await http.post("/console/decide", data={**fields, "action": "approve"}, headers={"Origin": langgraph_dev.url})
     assert decided.status_code == 303, decided.text[:1000]
