@@ -20,13 +20,14 @@ from graph.console import ConsoleSettings, create_app
 from graph.runner import RunReport, Runner
 from graph.task import RunSettings, Task
 from tests.conftest import fresh_database
-from tests.graph.conftest import CRITIC_PASS, PLAN_ONE_STEP, step
+from tests.graph.conftest import CRITIC_PASS, PLAN_ONE_STEP, READ_NOTES, step
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
                  "--disable-component-update", "--disable-sync"]
 APPROVER = "ana"
 DELETE = {"name": "workspace__delete_file", "args": {"path": "notes.md"}}
+LIST = {"name": "workspace__list_files", "args": {}}
 T = TypeVar("T")
 
 
@@ -79,23 +80,29 @@ def live_console(pg_admin_url: str) -> Iterator[LiveConsole]:
 
 @pytest.fixture(scope="module")
 def waiting_runs(live_console: LiveConsole, tmp_path_factory: pytest.TempPathFactory) -> dict[str, RunReport]:
-    """Four scripted runs, started together by the console's runner, each waiting for approval to
-    delete notes.md from a workspace of its own; by name: list, approve, reject, tamper."""
-    roles = {"planner": [PLAN_ONE_STEP], "actor": [step(calls=[DELETE]), step("done")], "critic": [CRITIC_PASS]}
-    names = ("list", "approve", "reject", "tamper")
+    """Scripted runs, started together by the console's runner, each on a workspace of its own
+    (notes.md). list, approve, reject, tamper: each waits for approval to delete notes.md; extend
+    waits for a budget extension (one tool call allowed, two needed)."""
+    asks_to_delete = {"planner": [PLAN_ONE_STEP], "actor": [step(calls=[DELETE]), step("done")], "critic": [CRITIC_PASS]}
+    runs_out = {"planner": [PLAN_ONE_STEP], "actor": [step(calls=[READ_NOTES]), step(calls=[LIST]), step(calls=[LIST]), step("done")], "critic": [CRITIC_PASS]}
+    scripts: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
+        **{name: (asks_to_delete, {}) for name in ("list", "approve", "reject", "tamper")},
+        "extend": (runs_out, {"budget": {"tool_calls": 1}}),
+    }
 
     async def start(name: str) -> RunReport:
+        roles, task = scripts[name]
         workspace = tmp_path_factory.mktemp(name)
         (workspace / "notes.md").write_text("Action items:\n- Ana: publish the notes\n")
         script = workspace.with_suffix(".script.json")
         script.write_text(json.dumps({"model_id": "scripted-test", "roles": roles}))
         settings = RunSettings(model="scripted", script=str(script), workspace_root=str(workspace))
-        return await (await live_console.runner()).start(Task(goal="Summarize notes.md"), settings)
+        return await (await live_console.runner()).start(Task.model_validate({"goal": "Summarize notes.md", **task}), settings)
 
     async def start_all() -> list[RunReport]:
-        return await asyncio.gather(*(start(name) for name in names))
+        return await asyncio.gather(*(start(name) for name in scripts))
 
-    return dict(zip(names, live_console.call(start_all, timeout_s=120)))
+    return dict(zip(scripts, live_console.call(start_all, timeout_s=120)))
 
 
 @pytest.fixture(scope="module")

@@ -24,7 +24,7 @@ def request_of(page: Page, run: RunReport) -> Locator:
 
 def test_the_run_list_shows_each_run_and_opens_its_timeline(page: Page, live_console: LiveConsole, waiting_runs: dict[str, RunReport]):
     run = waiting_runs["list"]
-    assert run.status == Terminal.CONFIRM_REQUIRED
+    assert run.status == Terminal.CONFIRM_REQUIRED and waiting_runs["extend"].status == Terminal.BUDGET_EXHAUSTED
 
     page.goto(f"{live_console.url}/console/")
     for each in waiting_runs.values():
@@ -106,3 +106,18 @@ def test_a_tampered_decision_is_refused_in_the_page_and_the_run_still_waits(page
     expect(page.locator("p.error[role=alert]")).to_contain_text("refused: the form's token does not verify")
     expect(request_of(page, run)).to_be_visible()  # still waiting, still decidable
     assert (workspace_of(run) / "notes.md").exists()
+
+
+def test_granting_a_budget_extension_in_the_inbox_lets_the_run_finish(page: Page, live_console: LiveConsole, waiting_runs: dict[str, RunReport]):
+    run = waiting_runs["extend"]
+    page.goto(f"{live_console.url}/console/inbox")
+    request = request_of(page, run)
+    expect(request.locator("h3")).to_contain_text("budget_extension")
+    expect(request).to_contain_text("tool_calls: limit 1")
+    request.locator("input[name=grant]").fill("tool_calls=3")
+    request.get_by_role("button", name="Grant").click()
+
+    expect(page.locator("#run-status")).to_have_text("SUCCESS")
+    expect(page.locator("table.budget tr[data-dimension='tool_calls'] td").nth(1)).to_have_text("2")
+    expect(page.locator("table.budget tr[data-dimension='tool_calls'] td").nth(2)).to_have_text("3")
+    expect(page.locator("table.escalations tr[data-call='e0.budget_extension'] td").nth(4)).to_have_text(APPROVER)
