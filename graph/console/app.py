@@ -21,6 +21,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from importlib import resources
+from secrets import token_urlsafe
 from typing import Any, Awaitable, Callable
 from urllib.parse import quote, urlsplit
 
@@ -64,6 +65,8 @@ class Console:
     def __init__(self, settings: ConsoleSettings) -> None:
         self.settings = settings
         self.tokens = Tokens()
+        self.notices: dict[str, str] = {}
+        """What a decision did, shown once on the page it redirects to (never text taken from a URL)."""
         self._runner: Runner | None = None
         self._opening = asyncio.Lock()
         self.templates = Environment(loader=FileSystemLoader(str(PACKAGE / "templates")), autoescape=select_autoescape(default=True))
@@ -103,7 +106,7 @@ def create_app(settings: ConsoleSettings) -> Starlette:
         return console.page("runs.html", runs=rows, waiting=waiting)
 
     async def run(request: Request) -> Response:
-        return await _run_page(console, request.path_params["run_id"], notice=request.query_params.get("notice"))
+        return await _run_page(console, request.path_params["run_id"], notice=console.notices.pop(request.query_params.get("done", ""), None))
 
     async def inbox_page(request: Request) -> Response:
         return await _inbox_page(console)
@@ -128,8 +131,9 @@ def create_app(settings: ConsoleSettings) -> Starlette:
             done = await inbox.carry_out(runner, item, decision, settings.server_url)
         except (BoundloopError, CheckpointsError, ToolsError) as error:
             return await _inbox_page(console, error=f"refused: {secrets.redact(str(error))}", status=409)
-        notice = f"{decision['decision']} {binding.call_id}: {done}"
-        return RedirectResponse(f"{PREFIX}/runs/{binding.run_id}?notice={_quote(notice)}", status_code=303)
+        key = token_urlsafe(8)
+        console.notices[key] = f"{decision['decision']} {binding.call_id}: {done}"
+        return RedirectResponse(f"{PREFIX}/runs/{quote(binding.run_id)}?done={key}", status_code=303)
 
     async def home(request: Request) -> Response:
         return RedirectResponse(f"{PREFIX}/", status_code=303)
@@ -142,6 +146,7 @@ def create_app(settings: ConsoleSettings) -> Starlette:
         Route(PREFIX, home),
         Mount(f"{PREFIX}/static", StaticFiles(directory=str(PACKAGE / "static")), name="static"),
     ]
+
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         yield
@@ -219,6 +224,3 @@ def _cross_site(request: Request) -> str | None:
         return f"a decision posted from {origin} is refused (not this console's origin)"
     return None
 
-
-def _quote(text: str) -> str:
-    return quote(text[:300])

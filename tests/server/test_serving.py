@@ -315,8 +315,9 @@ async def test_the_console_route_decides_a_server_thread_through_the_server_api(
         assert "driven by a LangGraph server" in article
         fields = dict(re.findall(r'<input type="hidden" name="(\w+)" value="([^"]*)">', article))
         decided = await http.post("/console/decide", data={**fields, "action": "approve"}, headers={"Origin": langgraph_dev.url})
-    assert decided.status_code == 303, decided.text[:1000]
-    assert "the%20server%20continues%20the%20run" in decided.headers["location"]
+        assert decided.status_code == 303, decided.text[:1000]
+        shown = await http.get(decided.headers["location"])
+    assert "approve a0.0: the server continues the run" in shown.text
 
     [run] = await client.runs.list(thread_id, limit=1)
     await client.runs.join(thread_id, run["run_id"])
