@@ -2,9 +2,10 @@
 
 Phases come from the trace's node events (each ends at `at` and lasted `elapsed_ms`), tool calls
 from the checkpointed observations and approval records, escalations from the approval requests.
-Budget consumption is drawn per dimension: from the per-step budget vectors when the trace carries
-them (a `usage` mapping on node events), else from the run's final usage. Unknown event kinds and
-extra fields are ignored.
+Budget consumption is drawn per dimension: the run's usage against each limit, and its course over
+the run where node events carry a running total (`budget_total`, seed 001's budget vector).
+Calls are placed where the trace first names them (`calls`, `decisions` or `tool_calls`). Unknown
+event kinds and extra fields are ignored.
 """
 
 from __future__ import annotations
@@ -18,6 +19,10 @@ from graph.progress import used_of
 
 WIDTH = 900
 """Width of the drawing area, in SVG units."""
+RUNNING_TOTALS = {"cost_usd": "cost_usd", "wall_clock_s": "time_s", "retries": "retries"}
+"""Budget dimension → its name in a node event's `budget_total` vector."""
+CALL_LISTS = ("calls", "decisions", "tool_calls")
+"""Lists of calls a node event may carry, each call named by `call_id` or `request_id`."""
 
 
 @dataclass
@@ -67,7 +72,12 @@ def build(trace: list[dict[str, Any]], values: dict[str, Any], approvals: list[d
         phase.lane = lanes.index(phase.node)
         phase.x = WIDTH * phase.start_ms / span
         phase.width = max(1.0, WIDTH * (phase.end_ms - phase.start_ms) / span)
-    called_at = {call.get("call_id"): _ms(event["at"], origin) for event in nodes for call in (event.get("data") or {}).get("calls", [])}
+    called_at: dict[Any, float] = {}
+    for event in nodes:
+        for key in CALL_LISTS:
+            for call in (event.get("data") or {}).get(key) or []:
+                if isinstance(call, dict):
+                    called_at.setdefault(call.get("call_id") or call.get("request_id"), _ms(event["at"], origin))
     escalations = _escalations(approvals)
     end = max((event["at"] for event in nodes), default=None)
     for escalation in escalations:  # the wait for a human, as a band from request to decision (or to the last event)
@@ -90,9 +100,9 @@ def _dimensions(nodes: list[dict[str, Any]], values: dict[str, Any], origin: dat
         limit = getattr(budget, name)
         dimension = Dimension(name, used_of(usage, name), limit)
         for event in nodes:
-            step = (event.get("data") or {}).get("usage")
-            if isinstance(step, dict) and limit:
-                dimension.points.append((WIDTH * _ms(event["at"], origin) / span, min(1.0, used_of(step, name) / limit)))
+            total = (event.get("data") or {}).get("budget_total")
+            if limit and name in RUNNING_TOTALS and isinstance(total, dict) and isinstance(total.get(RUNNING_TOTALS[name]), (int, float)):
+                dimension.points.append((WIDTH * _ms(event["at"], origin) / span, min(1.0, total[RUNNING_TOTALS[name]] / limit)))
         dimensions.append(dimension)
     return dimensions
 
@@ -142,4 +152,5 @@ def _detail(event: dict[str, Any]) -> str:
     data = event.get("data") or {}
     if code := (data.get("ending") or {}).get("code"):
         return str(code)
-    return ", ".join(f"{call.get('tool')}:{call.get('status')}" for call in data.get("calls", []) if isinstance(call, dict))
+    calls = [call for call in data.get("calls") or data.get("decisions") or [] if isinstance(call, dict)]
+    return ", ".join(f"{call.get('tool')}:{call.get('status') or call.get('decision')}" for call in calls)
