@@ -391,3 +391,4 @@ def _guarded(action: Any) -> None:
 
 import graph.cli_workers  # noqa: E402,F401  (registers `submit` and `worker` on `app`)
 import graph.cli_memory  # noqa: E402,F401  (registers `memory list|show|quarantine|forget|rebuild` on `app`)
+import graph.cli_console  # noqa: E402,F401  (registers `console` on `app`)
