@@ -45,7 +45,7 @@ PRICES: dict[str, tuple[float, float]] = {
 
 CHARS_PER_TOKEN = 3
 """Characters per token when a provider reports no usage (see the module docstring)."""
-PHASE_OF = {"planner": "plan", "actor": "act", "judge": "verify", "critic": "critique"}
+PHASE_OF = {"planner": "plan", "actor": "act", "judge": "verify", "critic": "critique", "sampler": "act"}
 """The phase node that calls each role: where a run stopped by the model's provider resumes."""
 REASK = (
     "Your reply could not be used: {problem}. Reply again with only the JSON object the "

@@ -55,6 +55,7 @@ from mcp.types import CONNECTION_CLOSED, REQUEST_TIMEOUT, CallToolResult, Implem
 from pydantic import ValidationError
 
 from graph import deadline
+from tools.client_features import ClientFeatures
 from tools.config import ServerConfig
 from tools.errors import BridgeError, ServerStartError, UnknownServerError
 from tools.outcome import CallOutcome
@@ -181,6 +182,13 @@ class MCPBridge:
         """Process ids of the stdio servers this bridge spawned (Linux; others: empty)."""
         return {name: c.pid for name, c in self._connections.items() if c.pid is not None}
 
+    def features(self, server: str) -> ClientFeatures:
+        """The server's client callbacks and its `tools/list_changed` flag (tools/client_features.py)."""
+        connection = self._connections.get(server)
+        if connection is None:
+            raise UnknownServerError(server, list(self._connections))
+        return connection.features
+
     async def current_specs(self, server: str, *, timeout_s: float) -> list[ToolSpec] | None:
         """The server's tools as it lists them now (not as it listed them at start), or None when
         it cannot say: not connected, crashed, or no complete listing within `timeout_s`."""
@@ -223,6 +231,7 @@ class _Connection:
 
     def __init__(self, config: ServerConfig, log_path: Path, startup_timeout_s: float, redactor: Redactor, max_reconnects: int = MAX_RECONNECTS) -> None:
         self.config = config
+        self.features = ClientFeatures(config.name, allow_sampling=config.sampling)
         self.path_root = config.path_root  # reads the cwd: here, off the event loop
         self.redactor = redactor
         self.log_path = log_path
@@ -341,10 +350,12 @@ class _Connection:
             return (time.perf_counter() - started) * 1000
 
         try:
-            result = await self._until_dead(
-                lambda: client.call_tool(tool, arguments, read_timeout_seconds=timeout_s, progress_callback=on_progress),
-                hard_timeout_s=timeout_s + _HARD_BOUND_GRACE_S,
-            )
+            with self.features.in_flight() as scope:  # server requests during the call find its run
+                progress = on_progress or (scope.progress if scope is not None else None)
+                result = await self._until_dead(
+                    lambda: client.call_tool(tool, arguments, read_timeout_seconds=timeout_s, progress_callback=progress),
+                    hard_timeout_s=timeout_s + _HARD_BOUND_GRACE_S,
+                )
         except TimeoutError:
             return _timed_out(name, timeout_s, elapsed_ms(), "no answer within the hard bound; cancelled by the bridge")
         except MCPError as exc:
@@ -426,7 +437,8 @@ class _Connection:
         try:
             with anyio.CancelScope(deadline=anyio.current_time() + self.startup_timeout_s) as deadline:
                 async with AsyncExitStack() as stack:
-                    client = Client(await self._transport(stack, mode), mode=mode, client_info=_CLIENT_INFO, cache=None)
+                    client = Client(await self._transport(stack, mode), mode=mode, client_info=_CLIENT_INFO, cache=None,
+                                    **self.features.client_kwargs())
                     await stack.enter_async_context(client)
                     if self.config.transport == "stdio":
                         self.pid = _find_child_by_stderr(self.log_path)
