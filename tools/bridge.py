@@ -58,6 +58,7 @@ from graph import deadline
 from tools.client_features import ClientFeatures
 from tools.config import ServerConfig
 from tools.errors import BridgeError, ServerStartError, UnknownServerError
+from tools.http_auth import AuthRefusals
 from tools.outcome import CallOutcome
 from tools.registry import ToolHints, ToolSpec, qualified_name
 from tools.secrets import Redactor
@@ -232,6 +233,7 @@ class _Connection:
     def __init__(self, config: ServerConfig, log_path: Path, startup_timeout_s: float, redactor: Redactor, max_reconnects: int = MAX_RECONNECTS) -> None:
         self.config = config
         self.features = ClientFeatures(config.name, allow_sampling=config.sampling)
+        self.refusals = AuthRefusals(config.name)
         self.path_root = config.path_root  # reads the cwd: here, off the event loop
         self.redactor = redactor
         self.log_path = log_path
@@ -364,6 +366,9 @@ class _Connection:
             if exc.code == CONNECTION_CLOSED:
                 self.failure = CONNECTION_CLOSED_REASON
                 return self._unavailable(name, self.failure, elapsed_ms())
+            if (refused := self.refusals.cause()) is not None:
+                return CallOutcome("tool_error", text=f"tool_error: {name} was not run: {refused}.", latency_ms=elapsed_ms(),
+                                   attempts=1, detail=f"{refused}; {self.refusals.fix()}")
             text = PROTOCOL_ERROR.format(server=self.config.name, tool=name, message=exc.message, code=exc.code)
             return CallOutcome("tool_error", text=text, latency_ms=elapsed_ms(), attempts=1, detail=f"MCP error {exc.code}")
         except _ConnectionLost:
@@ -467,7 +472,8 @@ class _Connection:
             params = StdioServerParameters(command=config.command or "", args=config.args, env=config.env or None, cwd=config.cwd)
             return stdio_client(params, errlog=errlog)
         read_s = max(300.0, (config.timeout_s or 0.0) + 30.0)  # the SSE stream of a long call stays open this long
-        http = httpx2.AsyncClient(headers=config.headers, timeout=httpx2.Timeout(self.startup_timeout_s, read=read_s))
+        http = httpx2.AsyncClient(headers=config.headers, timeout=httpx2.Timeout(self.startup_timeout_s, read=read_s),
+                                  event_hooks={"response": [self.refusals.on_response]})
         await stack.enter_async_context(http)
         return streamable_http_client(str(config.url), http_client=http)
 
@@ -482,6 +488,8 @@ class _Connection:
         elif isinstance(root, PermissionError):
             cause = f"command is not executable ({config.command})"
             fix = "make it executable (chmod +x) or set command to its interpreter and put the script in args"
+        elif (refused := self.refusals.cause()) is not None:
+            cause, fix = refused, self.refusals.fix()
         elif isinstance(root, httpx2.TransportError):
             cause = f"nothing answered at {config.url} ({_describe(root)})"
             fix = "start the server first, or correct the url (host, port and the /mcp path)"
