@@ -393,3 +393,4 @@ def _guarded(action: Any) -> None:
 
 
 import graph.cli_workers  # noqa: E402,F401  (registers `submit` and `worker` on `app`)
+import graph.cli_auth  # noqa: E402,F401  (registers `auth` on `app`)

@@ -59,12 +59,15 @@ from tools.client_features import ClientFeatures
 from tools.config import ServerConfig
 from tools.errors import BridgeError, ServerStartError, UnknownServerError
 from tools.http_auth import AuthRefusals
+from tools.oauth import AuthorizationNeeded
 from tools.outcome import CallOutcome
 from tools.registry import ToolHints, ToolSpec, qualified_name
 from tools.secrets import Redactor
 
 logger = logging.getLogger(__name__)
 
+AuthFactory = Callable[[ServerConfig], httpx2.Auth]
+"""The OAuth login of an HTTP server whose config sets `oauth` (tools/oauth.py), for this process."""
 ProgressFn = Callable[[float, float | None, str | None], Awaitable[None]]
 """`async (progress, total, message)`, called for each progress notification of a call."""
 
@@ -107,6 +110,7 @@ class MCPBridge:
         startup_timeout_s: float = STARTUP_TIMEOUT_S,
         close_timeout_s: float = CLOSE_TIMEOUT_S,
         max_reconnects: int = MAX_RECONNECTS,
+        auth: AuthFactory | None = None,
     ) -> None:
         self._id = uuid.uuid4().hex[:8]
         self._log_dir = log_dir or Path.cwd() / ".boundloop" / "logs"
@@ -114,7 +118,7 @@ class MCPBridge:
         self.redactor = Redactor.for_servers(servers.values())
         """Masks the servers' secrets (and the environment's) in everything the bridge returns or logs."""
         self._connections = {
-            name: _Connection(config, self._log_dir / f"{name}.{self._id}.stderr.log", startup_timeout_s, self.redactor, max_reconnects)
+            name: _Connection(config, self._log_dir / f"{name}.{self._id}.stderr.log", startup_timeout_s, self.redactor, max_reconnects, auth)
             for name, config in servers.items()
         }
         self._started = False
@@ -230,8 +234,10 @@ class _NotStarted(Exception):
 class _Connection:
     """One server's `Client`, owned by one task; calls may come from any task."""
 
-    def __init__(self, config: ServerConfig, log_path: Path, startup_timeout_s: float, redactor: Redactor, max_reconnects: int = MAX_RECONNECTS) -> None:
+    def __init__(self, config: ServerConfig, log_path: Path, startup_timeout_s: float, redactor: Redactor, max_reconnects: int = MAX_RECONNECTS,
+                 auth: AuthFactory | None = None) -> None:
         self.config = config
+        self.auth = auth
         self.features = ClientFeatures(config.name, allow_sampling=config.sampling)
         self.refusals = AuthRefusals(config.name)
         self.path_root = config.path_root  # reads the cwd: here, off the event loop
@@ -472,8 +478,10 @@ class _Connection:
             params = StdioServerParameters(command=config.command or "", args=config.args, env=config.env or None, cwd=config.cwd)
             return stdio_client(params, errlog=errlog)
         read_s = max(300.0, (config.timeout_s or 0.0) + 30.0)  # the SSE stream of a long call stays open this long
+        if config.oauth and self.auth is None:  # no token store in this process
+            raise AuthorizationNeeded(config.name)
         http = httpx2.AsyncClient(headers=config.headers, timeout=httpx2.Timeout(self.startup_timeout_s, read=read_s),
-                                  event_hooks={"response": [self.refusals.on_response]})
+                                  event_hooks={"response": [self.refusals.on_response]}, auth=self.auth(config) if config.oauth and self.auth else None)
         await stack.enter_async_context(http)
         return streamable_http_client(str(config.url), http_client=http)
 
@@ -488,6 +496,9 @@ class _Connection:
         elif isinstance(root, PermissionError):
             cause = f"command is not executable ({config.command})"
             fix = "make it executable (chmod +x) or set command to its interpreter and put the script in args"
+        elif isinstance(root, AuthorizationNeeded):
+            cause = str(root)
+            fix = f"log in once with `boundloop auth {config.name}` (same servers file and database), then start again"
         elif (refused := self.refusals.cause()) is not None:
             cause, fix = refused, self.refusals.fix()
         elif isinstance(root, httpx2.TransportError):
@@ -582,7 +593,7 @@ def _not_worth_retrying(exc: BaseException) -> bool:
     root = _root(exc)
     if isinstance(root, TimeoutError):  # an OSError subclass, but a silent server deserves the retry
         return False
-    return isinstance(root, (OSError, httpx2.TransportError))
+    return isinstance(root, (OSError, httpx2.TransportError, AuthorizationNeeded))
 
 
 # -- processes (Linux /proc; elsewhere these find nothing and the SDK's own reaping applies) --

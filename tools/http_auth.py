@@ -12,8 +12,8 @@ import httpx2
 AUTHORIZATION_NEEDED = (
     "authorization needed: the server answered HTTP {status}{challenge}"
 )
-FIX = ("boundloop has no OAuth login for MCP servers yet: put a token in the server's headers, e.g. "
-       "\"headers\": {{\"Authorization\": \"Bearer ${{{env}}}\"}}, and export {env}")
+FIX = ("set \"oauth\": true in the server's config and log in with `boundloop auth {server}` if it supports OAuth; "
+       "or put a token in its headers, e.g. \"headers\": {{\"Authorization\": \"Bearer ${{{env}}}\"}}, and export {env}")
 
 
 class AuthRefusals:
@@ -37,4 +37,4 @@ class AuthRefusals:
         return AUTHORIZATION_NEEDED.format(status=status, challenge=f" ({challenge})" if challenge else "")
 
     def fix(self) -> str:
-        return FIX.format(env=f"{self.server.upper().replace('-', '_')}_TOKEN")
+        return FIX.format(server=self.server, env=f"{self.server.upper().replace('-', '_')}_TOKEN")
