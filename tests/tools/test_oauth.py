@@ -1,5 +1,6 @@
 """OAuth for an HTTP MCP server against a local server that is its own authorization server (the
-SDK's server-side auth helpers): the run says what to do before a login, `boundloop auth` logs in
+SDK's server-side auth helpers): its 401 says "authorization needed", never a generic error; the
+run says what to do before a login, `boundloop auth` logs in
 through the loopback callback, runs use and refresh the stored tokens, which are encrypted."""
 
 from __future__ import annotations
@@ -42,8 +43,14 @@ def _login(servers_file: Path, db_url: str) -> None:
 async def test_login_then_runs_use_and_refresh_the_encrypted_tokens(serve_http: Callable[[str], str], db_url: str, log_dir: Path,
                                                                      tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(oauth.KEY_ENV, Fernet.generate_key().decode())
+    url = serve_http(OAUTH_SERVER)
+    with pytest.raises(ServerStartError) as refused:  # a 401 without "oauth": what to do, not a generic error
+        async with MCPBridge(load_servers({"mcpServers": {"remote": {"url": url}}}), log_dir=log_dir):
+            pass
+    assert "authorization needed: the server answered HTTP 401" in str(refused.value)
+    assert "Server returned an error response" not in str(refused.value) and "boundloop auth remote" in str(refused.value)
     servers_file = tmp_path / "servers.json"
-    servers_file.write_text(json.dumps({"mcpServers": {"remote": {"url": serve_http(OAUTH_SERVER), "oauth": True}}}))
+    servers_file.write_text(json.dumps({"mcpServers": {"remote": {"url": url, "oauth": True}}}))
     servers = load_servers(servers_file)
     pool = await open_pool(db_url)
     try:
