@@ -182,5 +182,7 @@ def _payload(state: dict[str, Any], call: dict[str, Any]) -> dict[str, Any]:
         "profile": state["task"]["profile"],
         "retries_left": retries_left,
         "usage": state["usage"],
+        "budget": state["budget"],
+        "breakers": state.get("breakers"),
         "wall_clock_left_s": budget_left_s(state["budget"], state["usage"]),
     }

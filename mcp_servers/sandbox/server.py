@@ -26,6 +26,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import ToolAnnotations
 from pydantic import Field
 
+from mcp_servers._shipped import ShippedServer
 from mcp_servers.sandbox.bubblewrap import Sandbox, prepare
 from mcp_servers.sandbox.limits import Limits
 from mcp_servers.sandbox.junit import parse_junit
@@ -68,7 +69,7 @@ def build_server(root: Path, limits: Limits) -> MCPServer:
         open_world_hint=limits.allow_network,
     )
     network = "with network access" if limits.allow_network else "without network"
-    mcp = MCPServer(
+    mcp = ShippedServer(
         "boundloop-sandbox",
         instructions=(
             f"Runs short Python snippets and commands in a bubblewrap sandbox whose only writable places are "
