@@ -236,8 +236,12 @@ class Runner:
         async def consume() -> None:
             # durability="sync": each step's checkpoint is written before the next step starts,
             # so a kill or a cancel loses at most the step in flight.
-            stream = self.graph.astream(graph_input, _config(thread_id), context=context, stream_mode="updates", durability="sync")
-            async for chunk in stream:
+            stream = self.graph.astream(graph_input, _config(thread_id), context=context, stream_mode=["updates", "custom"], durability="sync")
+            async for mode, chunk in stream:
+                if mode == "custom":  # e.g. a tool's progress (graph/mcp_scope.py)
+                    if observe and (show := getattr(observe, "custom", None)):
+                        show(chunk)
+                    continue
                 for node, update in chunk.items():
                     if isinstance(update, dict):
                         state.update(update)

@@ -22,6 +22,8 @@ async def record_node(services: Services, run_id: str, node: str, state: dict[st
     event: dict[str, Any] = {"elapsed_ms": round(elapsed_s * 1000, 3)}
     if ending := update.get("ending"):
         event["ending"] = {key: str(value) for key, value in ending.items()}
+    if measured := update.get("context"):  # the context measure of the node's model call (graph/context.py)
+        event["context"] = {key: measured[key] for key in ("role", "tokens", "growth", "method", "limit", "pressure", "compactions") if key in measured}
     if node == "gate":
         event["calls"] = [{key: obs.get(key) for key in ("call_id", "tool", "status", "rule")} for obs in update.get("observations", [])]
     if node == "intake" and (tools := update.get("tools")):
