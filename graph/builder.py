@@ -7,7 +7,7 @@ without a checkpointer for `langgraph dev` (the server supplies Postgres through
 from __future__ import annotations
 
 import time
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, nullcontext
 from typing import Any, AsyncIterator, Awaitable, Callable
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
@@ -17,7 +17,7 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.runtime import Runtime
 
-from graph import deadline, guards
+from graph import deadline, guards, langsmith_trace
 from graph.budget import add_usage
 from graph.check import check_graph
 from graph.faults import crash_point
@@ -72,7 +72,7 @@ def build_graph(*, checkpointer: BaseCheckpointSaver | None = None, services: Se
     for name, node in PHASES.items():
         builder.add_node(name, _phase_node(name, node, services))
     for name, node in TOOL_TASKS.items():
-        builder.add_node(name, _task_node(node, services))
+        builder.add_node(name, _task_node(node, services, calls_tool=name == "execute"))
     builder.add_edge(START, "intake")
     builder.add_conditional_edges("intake", guards.route_after_intake)
     builder.add_conditional_edges("plan", guards.route_after_plan)
@@ -118,13 +118,14 @@ def _phase_node(name: str, node: Node, services: Services) -> Node:
     return phase_node
 
 
-def _task_node(node: Node, services: Services) -> Node:
+def _task_node(node: Node, services: Services, *, calls_tool: bool) -> Node:
     async def task_node(payload: dict[str, Any]) -> dict[str, Any]:
         started = time.perf_counter()
-        async with _interrupts_traced(node.__name__, services):
-            with deadline.step_deadline(payload.get("wall_clock_left_s")):
-                update = await node(payload, services)
-        await record_task(services, current_run_id(), node.__name__, payload, update, time.perf_counter() - started)
+        with langsmith_trace.tool_run(payload) if calls_tool else nullcontext(lambda calls: None) as traced:
+            async with _interrupts_traced(node.__name__, services):
+                with deadline.step_deadline(payload.get("wall_clock_left_s")):
+                    update = await node(payload, services)
+            traced(await record_task(services, current_run_id(), node.__name__, payload, update, time.perf_counter() - started))
         return update
 
     task_node.__name__ = node.__name__

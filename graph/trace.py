@@ -21,7 +21,7 @@ from langgraph.config import get_config
 from langgraph.graph.state import CompiledStateGraph
 
 from checkpoints import store
-from graph import prompts
+from graph import langsmith_trace, prompts
 from graph.budget import add_usage
 from graph.services import Services
 from graph.status import Terminal
@@ -90,6 +90,7 @@ async def record_interrupt(services: Services, run_id: str, node: str, requests:
     """A node stopped to ask a human: the requests it made."""
     step, checkpoint = step_position()
     data = {"step": step, "checkpoint_id": checkpoint, "requests": [getattr(item, "value", item) for item in requests]}
+    langsmith_trace.event("interrupt", secrets.redact(data))
     await store.append_events(await services.pool(), run_id, [("interrupt", node, secrets.redact(data))])
 
 
@@ -109,6 +110,7 @@ def node_events(services: Services, node: str, state: dict[str, Any], update: di
         event["validation"] = validation
     if escalation := _escalation(node, state, update):
         event["escalation"] = escalation
+        langsmith_trace.event(escalation["type"], secrets.redact(escalation))
     if node == "intake":
         event["run"] = _header(services, state, update)
     if node == "finalize":
@@ -183,8 +185,9 @@ def _escalation(node: str, state: dict[str, Any], update: dict[str, Any]) -> dic
     return None
 
 
-async def record_task(services: Services, run_id: str, node: str, payload: dict[str, Any], update: dict[str, Any], elapsed_s: float) -> None:
-    """A tool task (one call, sent by a guard): its event, with the call's ledger key when it has side effects."""
+async def record_task(services: Services, run_id: str, node: str, payload: dict[str, Any], update: dict[str, Any], elapsed_s: float) -> list[dict[str, Any]]:
+    """A tool task (one call, sent by a guard): its event, with the call's ledger key when it has side
+    effects. Returns the event's tool call records."""
     call = payload.get("call") or {}
     observations = [
         {**obs, "ledger_key": idempotency_key(run_id, call.get("step_id"), call["call_id"], call["args_hash"]) if call.get("side_effect") else None}
@@ -194,3 +197,4 @@ async def record_task(services: Services, run_id: str, node: str, payload: dict[
     events[0][1]["call"] = {"call_id": call.get("call_id"), "tool": call.get("name"), "server": call.get("server"), "args_hash": call.get("args_hash"),
                             "side_effect": call.get("side_effect"), "rule": call.get("rule")}
     await store.append_events(await services.pool(), run_id, [(kind, node, secrets.redact(data)) for kind, data in events])
+    return events[0][1].get("tool_calls", [])
