@@ -14,7 +14,7 @@ PATH_SHOWN = 14
 
 
 def explain(events: list[dict[str, Any]]) -> str:
-    nodes = [event for event in events if event["kind"] == "node"]
+    nodes = [event for event in events if event["kind"] in ("node", "call")]
     header = next((event["data"].get("run") for event in nodes if event["data"].get("run")), None) or {}
     allowed = header.get("allowed") or {}
     tools = allowed.get("tools") or []

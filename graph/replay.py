@@ -23,6 +23,8 @@ from graph.trace import REOPENABLE
 SENT = frozenset({"ok", "tool_error", "timeout", "cancelled", "unknown_after_crash"})
 """Outcomes of a call that reached its server (a side effect among them needs its ledger INTENT)."""
 APPROVED = frozenset({"approve", "edit"})
+STEP_KINDS = ("node", "call")
+"""Events that record a node's step: a phase (`node`) or a tool task (`call`)."""
 
 
 @dataclass
@@ -41,7 +43,7 @@ async def replay_run(pool: AsyncConnectionPool, run_id: str, compiled_graph: Com
     problems: list[str] = []
     if not events:
         return ReplayReport(run_id, False, [f"run {run_id!r} has no trace"])
-    steps = _steps([event for event in events if event.kind == "node"], set(drawn.nodes), problems)
+    steps = _steps([event for event in events if event.kind in STEP_KINDS], set(drawn.nodes), problems)
     transitions = _transitions(steps, edges, problems)
     _check_calls(events, ledger, problems)
     return ReplayReport(run_id, not problems, problems, transitions)
@@ -102,7 +104,7 @@ def _check_calls(events: list[Any], ledger: dict[str, Any], problems: list[str])
     decided: dict[str, tuple[str, Any]] = {}
     approved: set[str] = set()
     for event in events:
-        data = event.data if event.kind == "node" else {}
+        data = event.data if event.kind in STEP_KINDS else {}
         for decision in data.get("decisions", []):
             decided[decision["call_id"]] = (decision["decision"], event.at)
         escalation = data.get("escalation") or {}

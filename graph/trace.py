@@ -1,7 +1,8 @@
 """trace: write what each step did to the run's trace (seed 001's Agent Run Trace), and keep the run
 registry current.
 
-Each node writes its events in one statement when it settles: the node event (step, the verified
+Each node writes its events in one statement when it settles (a tool task — one call sent by a
+guard — writes a `call` event; the phases write `node` events): the node event (step, the verified
 checkpoint it started from, the budget vector it spent and the run's total after it, the tool
 decisions or calls it made, validation results, escalations, the terminal code) plus, at intake,
 the run header: user scope, goal, autonomy-boundary version, workflow-graph version, model and
@@ -193,7 +194,7 @@ async def record_task(services: Services, run_id: str, node: str, payload: dict[
         {**obs, "ledger_key": idempotency_key(run_id, call.get("step_id"), call["call_id"], call["args_hash"]) if call.get("side_effect") else None}
         for obs in update.get("observations", [])
     ]
-    events = node_events(services, node, {}, {**update, "observations": observations}, elapsed_s)
+    events = [("call", data) for _, data in node_events(services, node, {}, {**update, "observations": observations}, elapsed_s)]
     events[0][1]["call"] = {"call_id": call.get("call_id"), "tool": call.get("name"), "server": call.get("server"), "args_hash": call.get("args_hash"),
                             "side_effect": call.get("side_effect"), "rule": call.get("rule")}
     await store.append_events(await services.pool(), run_id, [(kind, node, secrets.redact(data)) for kind, data in events])

@@ -11,6 +11,7 @@ from typing import Any
 from psycopg_pool import AsyncConnectionPool
 
 from checkpoints import store
+from graph.replay import STEP_KINDS
 from graph.trace import BUDGET_KEYS
 
 HEADER_FIELDS = ("user", "goal", "autonomy_boundary_version", "workflow_graph_version", "model_versions",
@@ -28,7 +29,7 @@ async def missing_trace_fields(pool: AsyncConnectionPool, run_id: str) -> list[s
 def missing_fields(events: list[dict[str, Any]]) -> list[str]:
     if not events:
         return ["run_id"]
-    nodes = [event for event in events if event["kind"] == "node"]
+    nodes = [event for event in events if event["kind"] in STEP_KINDS]
     missing: list[str] = []
     intake = next((event["data"] for event in nodes if event["node"] == "intake" and event["data"].get("run")), None)
     header = (intake or {}).get("run") or {}

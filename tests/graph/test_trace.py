@@ -30,7 +30,7 @@ async def test_every_trace_field_is_recorded_and_replay_validates_the_run(run_sc
     run_id = await _approved_run(run_script, runner)
     assert await missing_trace_fields(runner.pool, run_id) == []
     events = await runner.trace(run_id)
-    nodes = [event for event in events if event["kind"] == "node"]
+    nodes = [event for event in events if event["kind"] in ("node", "call")]
     header = nodes[0]["data"]["run"]
     assert header["user"] == "tenant-a/ana" and header["goal"]["goal"] == "Summarize notes.md"
     assert header["workflow_graph_version"] and header["tool_registry_version"] and header["autonomy_boundary_version"]
