@@ -91,17 +91,17 @@ class LedgerEntry:
 
 
 UPSERT_RUN = """
-INSERT INTO boundloop_runs (thread_id, goal, profile, status, task_hash, result, error, closed_at)
-VALUES (%(thread_id)s, %(goal)s, %(profile)s, %(status)s, %(task_hash)s, %(result)s, %(error)s,
-        CASE WHEN %(closed)s THEN now() END)
+INSERT INTO boundloop_runs (thread_id, goal, profile, status, task_hash, result, error)
+VALUES (%(thread_id)s, %(goal)s, %(profile)s, %(status)s, %(task_hash)s, %(result)s, %(error)s)
 ON CONFLICT (thread_id) DO UPDATE SET
   goal = EXCLUDED.goal, profile = EXCLUDED.profile, status = EXCLUDED.status,
   task_hash = EXCLUDED.task_hash, result = EXCLUDED.result, error = EXCLUDED.error,
-  closed_at = EXCLUDED.closed_at, updated_at = now()
+  updated_at = now()
 RETURNING *"""
 SET_RUN_STATUS = """
 UPDATE boundloop_runs SET status = %(status)s, result = %(result)s, error = %(error)s, updated_at = now()
 WHERE thread_id = %(thread_id)s"""
+CLOSE_RUN = "UPDATE boundloop_runs SET closed_at = now() WHERE thread_id = %s AND closed_at IS NULL"
 # The lease is a session-level advisory lock on a bigint key: pg_locks shows it as classid (high
 # 32 bits), objid (low 32 bits) and objsubid 1.
 _READ_RUNS = """
@@ -165,12 +165,10 @@ async def upsert_run(
     task_hash: str,
     result: Any = None,
     error: str | None = None,
-    closed: bool = False,
 ) -> Run:
-    """Register the run or update it in place (created_at is kept). `closed`: the run ended for
-    good, and its trace takes no more events."""
+    """Register the run or update it in place (created_at is kept)."""
     params = dict(thread_id=thread_id, goal=storable(goal), profile=profile, status=status,
-                  task_hash=task_hash, result=_json(result), error=storable(error), closed=closed)
+                  task_hash=task_hash, result=_json(result), error=storable(error))
     return Run(**await _one(pool, UPSERT_RUN, params))
 
 
@@ -180,6 +178,12 @@ async def set_run_status(pool: AsyncConnectionPool, thread_id: str, status: str,
     params = dict(thread_id=thread_id, status=status, result=_json(result), error=storable(error))
     async with pool.connection() as conn:
         await conn.execute(SET_RUN_STATUS, params)
+
+
+async def close_run(pool: AsyncConnectionPool, thread_id: str) -> None:
+    """The run ended for good (its final checkpoint is saved): its trace takes no more events."""
+    async with pool.connection() as conn:
+        await conn.execute(CLOSE_RUN, (thread_id,))
 
 
 async def get_run(pool: AsyncConnectionPool, thread_id: str) -> Run | None:

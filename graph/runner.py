@@ -35,6 +35,7 @@ from graph.builder import RECURSION_LIMIT, build_graph
 from graph.errors import ConfigError, RunExists, RunNotFound, RunStopped
 from graph import langsmith_trace
 from graph.halt import halt
+from graph.trace import REOPENABLE
 from graph.services import MAX_ACTIVE_RUNS, Services
 from graph.status import Terminal
 from graph.task import RunSettings, Task
@@ -223,6 +224,8 @@ class Runner:
             report = await self.report(thread_id)
             if report.waiting:
                 await store.set_run_status(self.pool, thread_id, store.WAITING, result={"waiting_for": _what_for(report)})
+            elif (report.values.get("status") or {}).get("terminal") not in (None, *REOPENABLE):
+                await store.close_run(self.pool, thread_id)  # after finalize's checkpoint: a finalize re-run after a kill still writes its trace
             return report
 
     async def _stream(self, thread_id: str, graph_input: Any, observe: Observer | None, context: RunSettings | None) -> bool:

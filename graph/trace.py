@@ -34,7 +34,7 @@ PROMPTS = {"planner": prompts.PLANNER, "actor": prompts.ACTOR + prompts.SCHEMA_R
 BUDGET_KEYS = ("tokens", "cost_usd", "calls", "retries", "time_s", "context_tokens", "memory_writes")
 """The budget vector of seed 001: tokens, cost, calls, retries, time, context, memory writes."""
 REOPENABLE = frozenset({Terminal.UNAVAILABLE_DEP.value})
-"""Terminal codes a run can be continued from (runner._reopening): its trace stays open."""
+"""Terminal codes a run can be continued from (runner._reopening): its trace stays open (runner closes the others)."""
 ESCALATING_NODES = ("approve", "escalate")
 
 
@@ -81,10 +81,9 @@ async def record_node(services: Services, run_id: str, node: str, state: dict[st
         await store.upsert_run(pool, thread_id=run_id, goal=str(task.get("goal", "")), profile=str(task.get("profile", "")),
                                status="running", task_hash=(update.get("boundary") or {}).get("task_hash", ""))
     elif node == "finalize":
-        code = str(update["status"]["terminal"])
         await store.upsert_run(pool, thread_id=run_id, goal=str(task.get("goal", "")), profile=str(task.get("profile", "")),
-                               status=code, task_hash=(state.get("boundary") or {}).get("task_hash", ""),
-                               result=secrets.redact(update.get("result")), closed=code not in REOPENABLE)
+                               status=str(update["status"]["terminal"]), task_hash=(state.get("boundary") or {}).get("task_hash", ""),
+                               result=secrets.redact(update.get("result")))
 
 
 async def record_interrupt(services: Services, run_id: str, node: str, requests: list[Any]) -> None:
