@@ -29,6 +29,7 @@ SELECT * FROM boundloop_approvals
 WHERE decision IS NULL AND (%(thread_id)s::text IS NULL OR thread_id = %(thread_id)s)
 ORDER BY created_at"""
 GET = "SELECT * FROM boundloop_approvals WHERE thread_id = %s AND call_id = %s"
+HISTORY = "SELECT * FROM boundloop_approvals WHERE thread_id = %s ORDER BY created_at, call_id"
 EXPIRY_APPROVER = "boundloop:expiry"
 DECIDE = """
 UPDATE boundloop_approvals
@@ -69,6 +70,13 @@ async def pending_approvals(pool: AsyncConnectionPool, thread_id: str | None = N
     """Requests without a decision, oldest first, across all runs unless one is named."""
     async with pool.connection() as conn:
         rows = await (await conn.execute(PENDING, {"thread_id": thread_id})).fetchall()
+    return [Approval(**row) for row in rows]
+
+
+async def history(pool: AsyncConnectionPool, thread_id: str) -> list[Approval]:
+    """Every request of one run, decided or not, oldest first."""
+    async with pool.connection() as conn:
+        rows = await (await conn.execute(HISTORY, (thread_id,))).fetchall()
     return [Approval(**row) for row in rows]
 
 

@@ -9,7 +9,7 @@ langgraph-checkpoint-postgres 3.2.0 lacks. Never opens a database it was not giv
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 
 from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
@@ -65,7 +65,7 @@ async def postgres_saver(
 
 async def _prepared_saver(pool: AsyncConnectionPool) -> BoundloopSaver:
     async with pool.connection() as conn:
-        await _setup_exclusively(conn)
+        await setup_exclusively(conn, _SETUP_LOCK, AsyncPostgresSaver(conn).setup)
     await migrate(pool)
     saver = BoundloopSaver(pool)
     # langgraph #7259: the saver holds one asyncio.Lock around every query, which serialises
@@ -76,8 +76,9 @@ async def _prepared_saver(pool: AsyncConnectionPool) -> BoundloopSaver:
     return saver
 
 
-async def _setup_exclusively(conn: AsyncConnection) -> None:
-    """Run AsyncPostgresSaver.setup() on `conn` while no other process runs it.
+async def setup_exclusively(conn: AsyncConnection, lock: int, setup: Callable[[], Awaitable[None]]) -> None:
+    """Run a LangGraph `setup()` (the saver's, the store's) on `conn` while no other process
+    holding advisory lock `lock` runs it.
 
     setup() is not safe for two first-time callers at once (both create the same tables).
     It runs CREATE INDEX CONCURRENTLY, which waits for every open transaction, so a caller
@@ -86,12 +87,12 @@ async def _setup_exclusively(conn: AsyncConnection) -> None:
     """
     async with conn.cursor(row_factory=dict_row) as cur:
         while True:
-            await cur.execute("SELECT pg_try_advisory_lock(%s) AS locked", (_SETUP_LOCK,))
+            await cur.execute("SELECT pg_try_advisory_lock(%s) AS locked", (lock,))
             row = await cur.fetchone()
             if row is not None and row["locked"]:
                 break
             await asyncio.sleep(_SETUP_POLL_S)
         try:
-            await AsyncPostgresSaver(conn).setup()
+            await setup()
         finally:
-            await cur.execute("SELECT pg_advisory_unlock(%s)", (_SETUP_LOCK,))
+            await cur.execute("SELECT pg_advisory_unlock(%s)", (lock,))

@@ -133,6 +133,7 @@ PUT_PAYLOAD = """
 INSERT INTO boundloop_payloads (thread_id, call_id, sha256, chars, body)
 VALUES (%s, %s, %s, %s, %s) RETURNING id"""
 GET_PAYLOAD = "SELECT * FROM boundloop_payloads WHERE id = %s"
+GET_CALL_PAYLOAD = "SELECT * FROM boundloop_payloads WHERE thread_id = %s AND call_id = %s ORDER BY created_at DESC LIMIT 1"
 # One round trip: the new INTENT row, or (the key was there) the row as it stood before.
 WRITE_INTENT = """
 WITH inserted AS (
@@ -235,6 +236,15 @@ async def put_payload(pool: AsyncConnectionPool, thread_id: str, call_id: str, b
 async def get_payload(pool: AsyncConnectionPool, pointer: str) -> Payload | None:
     """The payload `pointer` names, or None when it is not stored (here)."""
     row = await _maybe_one(pool, GET_PAYLOAD, (_payload_id(pointer),))
+    if row is None:
+        return None
+    row["pointer"] = f"{POINTER_PREFIX}{row.pop('id')}"
+    return Payload(**row)
+
+
+async def get_call_payload(pool: AsyncConnectionPool, thread_id: str, call_id: str) -> Payload | None:
+    """The payload stored last for `call_id` of run `thread_id`, or None."""
+    row = await _maybe_one(pool, GET_CALL_PAYLOAD, (thread_id, call_id))
     if row is None:
         return None
     row["pointer"] = f"{POINTER_PREFIX}{row.pop('id')}"

@@ -63,3 +63,46 @@ def _edit(args: dict[str, Any]) -> dict[str, Any]:
     subprocess.run([editor, handle.name], check=False)
     with open(handle.name) as edited:
         return json.load(edited)
+
+
+async def answer_elicitation(question: dict[str, Any]) -> dict[str, Any]:
+    """A server's question during a tool call (tools/client_features.py), asked at the terminal."""
+    import asyncio
+
+    return await asyncio.to_thread(_elicitation, question)
+
+
+def _elicitation(question: dict[str, Any]) -> dict[str, Any]:
+    if question.get("problem"):
+        typer.echo(f"\nThat answer was refused: {question['problem']}")
+    typer.echo(f"\nMCP server {question['server']!r} asks, during {question['tool']}: {question['message']}")
+    choice = typer.prompt("[a]nswer, [d]ecline, [c]ancel", default="a").strip().lower()[:1]
+    if choice in ("d", "c"):
+        return {"action": "decline" if choice == "d" else "cancel"}
+    content: dict[str, Any] = {}
+    schema = question.get("schema") or {}
+    required = set(schema.get("required") or [])
+    for name, prop in (schema.get("properties") or {}).items():
+        hint = prop.get("description") or prop.get("title") or ""
+        options = f" one of {prop['enum']}" if "enum" in prop else f" ({prop.get('type', 'string')})"
+        shown = f"{name}{options}{' — ' + hint if hint else ''}{'' if name in required else ' [empty: leave out]'}"
+        text = typer.prompt(shown, default=str(prop.get("default", "")), show_default="default" in prop)
+        if text == "" and name not in required:
+            continue
+        content[name] = _typed(text, prop.get("type"))
+    return {"action": "accept", "content": content}
+
+
+def _typed(text: str, kind: str | None) -> Any:
+    """The typed value for a flat elicitation field; left as text when it does not parse (the
+    schema check then says what was wrong and the question is asked again)."""
+    try:
+        if kind == "integer":
+            return int(text)
+        if kind == "number":
+            return float(text)
+        if kind == "boolean":
+            return {"true": True, "yes": True, "y": True, "false": False, "no": False, "n": False}[text.strip().lower()]
+    except (ValueError, KeyError):
+        return text
+    return text

@@ -52,6 +52,12 @@ class Budget(BaseModel):
     """Read-only calls dispatched at once."""
     escalations: int | None = 5
     """Times a run may stop to ask a human (a question, a budget extension, a review)."""
+    memory_writes: int | None = 5
+    """Persistent memories the write gate may promote after the run commits (graph/memory.py)."""
+    context_tokens: int | None = None
+    """Tokens one model request may carry, measured before it is sent (graph/context.py). The
+    context pressure gate compacts the actor's context at `context_threshold` of the smaller of this
+    and the model's context window, and halts the run when compaction cannot bring it under."""
 
 
 USAGE_COUNTERS = (
@@ -69,13 +75,19 @@ USAGE_COUNTERS = (
     "unpriced_model_calls",
     "escalations",
     "estimated_usage_calls",
+    "memory_writes",
+    "context_tokens_total",
+    "compactions",
 )
+USAGE_PEAKS = ("context_tokens",)
+"""Dimensions measured per call: the total keeps the largest, not the sum."""
 USAGE_MAPS = ("per_tool", "per_server", "calls_by_role")
 
 
 def empty_usage() -> dict[str, Any]:
     usage: dict[str, Any] = {name: 0 for name in USAGE_COUNTERS}
     usage.update({name: {} for name in USAGE_MAPS})
+    usage.update({name: 0 for name in USAGE_PEAKS})
     return usage
 
 
@@ -88,6 +100,8 @@ def add_usage(current: dict[str, Any] | None, delta: dict[str, Any] | None) -> d
                 merged = total[key]
                 for name, count in value.items():
                     merged[name] = merged.get(name, 0) + count
+            elif key in USAGE_PEAKS:
+                total[key] = max(total.get(key, 0), value)
             else:
                 total[key] = total.get(key, 0) + value
     total["cost_usd"] = round(total["cost_usd"], 10)

@@ -29,6 +29,7 @@ from graph.trace import graph_version, record_interrupt, record_node, record_tas
 from nodes.act import act
 from nodes.approve import approve
 from nodes.commit import commit
+from nodes.compact import compact
 from nodes.critique import critique
 from nodes.escalate import escalate
 from nodes.execute import execute
@@ -37,6 +38,7 @@ from nodes.gate import gate
 from nodes.intake import intake
 from nodes.observe import observe
 from nodes.plan import plan
+from nodes.remember import remember
 from nodes.repair import repair
 from nodes.retrieve import retrieve
 from nodes.validate_plan import validate_plan
@@ -51,12 +53,14 @@ PHASES: dict[str, Node] = {
     "validate_plan": validate_plan,
     "retrieve": retrieve,
     "act": act,
+    "compact": compact,
     "gate": gate,
     "observe": observe,
     "verify": verify,
     "critique": critique,
     "repair": repair,
     "commit": commit,
+    "remember": remember,
     "escalate": escalate,
     "finalize": finalize,
 }
@@ -79,6 +83,7 @@ def build_graph(*, checkpointer: BaseCheckpointSaver | None = None, services: Se
     builder.add_conditional_edges("validate_plan", guards.route_after_validate)
     builder.add_conditional_edges("retrieve", guards.route_after_retrieve)
     builder.add_conditional_edges("act", guards.route_after_act)
+    builder.add_conditional_edges("compact", guards.route_after_compact)
     tool_routes = ["approve", "execute", "act", "escalate", "finalize"]
     builder.add_conditional_edges("gate", guards.route_tool_calls, tool_routes)
     builder.add_edge("execute", "observe")
@@ -88,6 +93,7 @@ def build_graph(*, checkpointer: BaseCheckpointSaver | None = None, services: Se
     builder.add_conditional_edges("critique", guards.route_after_critique)
     builder.add_conditional_edges("repair", guards.route_after_repair)
     builder.add_conditional_edges("commit", guards.route_after_commit)
+    builder.add_edge("remember", "finalize")
     builder.add_conditional_edges("escalate", guards.route_after_escalate)
     builder.add_edge("finalize", END)
     compiled = builder.compile(checkpointer=checkpointer, name="boundloop")

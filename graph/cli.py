@@ -7,6 +7,7 @@ on an error keeps its last checkpoint, and the message says how to resume it.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import math
@@ -31,7 +32,7 @@ from graph.models import model_for
 from graph.progress import Progress, render_pending, render_report, render_runs, render_trace
 from graph.runner import RunReport, Runner
 from graph.task import RunSettings, Task, limit_problem
-from tools import secrets
+from tools import client_features, secrets
 from tools.errors import ToolsError
 from tools.config import load_servers
 from tools.policy import load_policy
@@ -319,11 +320,13 @@ def _observer(as_json: bool) -> Any:
 
 
 async def _drive(runner: Runner, started: Any, as_json: bool) -> None:
-    report: RunReport = await started
-    while report.waiting and not as_json and sys.stdin.isatty():
-        from graph.approvals_prompt import ask_decisions
+    from graph.approvals_prompt import answer_elicitation, ask_decisions
 
-        report = await runner.resume(report.thread_id, decisions=ask_decisions(report.interrupts), observe=_observer(as_json))
+    at_terminal = not as_json and sys.stdin.isatty()
+    with client_features.attend(answer_elicitation) if at_terminal else contextlib.nullcontext():  # servers' questions
+        report: RunReport = await started
+        while report.waiting and at_terminal:
+            report = await runner.resume(report.thread_id, decisions=ask_decisions(report.interrupts), observe=_observer(as_json))
     if as_json:
         out.print_json(json.dumps(secrets.redact(_report_json(report)), default=str))
     else:
@@ -400,3 +403,6 @@ def _guarded(action: Any) -> None:
 
 import graph.cli_workers  # noqa: E402,F401  (registers `submit` and `worker` on `app`)
 import graph.cli_trace  # noqa: E402,F401  (registers `replay` on `app`)
+import graph.cli_memory  # noqa: E402,F401  (registers `memory list|show|quarantine|forget|rebuild` on `app`)
+import graph.cli_console  # noqa: E402,F401  (registers `console` on `app`)
+import graph.cli_auth  # noqa: E402,F401  (registers `auth` on `app`)

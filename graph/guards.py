@@ -90,9 +90,11 @@ def route_after_retrieve(state: dict[str, Any]) -> Literal["act", "escalate", "f
     return "act" if may_call_model(state) else stop(state)
 
 
-def route_after_act(state: dict[str, Any]) -> Literal["gate", "verify", "repair", "escalate", "finalize"]:
+def route_after_act(state: dict[str, Any]) -> Literal["compact", "gate", "verify", "repair", "escalate", "finalize"]:
     if must_stop(state):
         return stop(state)
+    if (state.get("context") or {}).get("pressure"):
+        return "compact"  # the context pressure gate: act did not call, its request was over the threshold
     last = state["messages"][-1]
     if isinstance(last, AIMessage) and (last.tool_calls or last.invalid_tool_calls):
         return "gate"
@@ -126,6 +128,10 @@ def _runnable(call: dict[str, Any], decided: dict[str, dict[str, Any]]) -> dict[
     return {**call, "args": decision.get("args", call["args"]), "args_hash": decision.get("args_hash", call["args_hash"])}
 
 
+def route_after_compact(state: dict[str, Any]) -> Literal["act", "escalate", "finalize"]:
+    return "act" if may_call_model(state) else stop(state)
+
+
 def route_after_verify(state: dict[str, Any]) -> Literal["critique", "escalate", "finalize"]:
     return "critique" if may_call_model(state) else stop(state)
 
@@ -145,8 +151,9 @@ def route_after_repair(state: dict[str, Any]) -> Literal["act", "escalate", "fin
     return "act" if may_call_model(state) else stop(state)
 
 
-def route_after_commit(state: dict[str, Any]) -> Literal["escalate", "finalize"]:
-    return "finalize" if state["ending"]["code"] == Terminal.SUCCESS else stop(state)
+def route_after_commit(state: dict[str, Any]) -> Literal["remember", "escalate", "finalize"]:
+    """A committed result goes through the memory write gate; nothing else ever reaches it."""
+    return "remember" if state["ending"]["code"] in (Terminal.SUCCESS, Terminal.PARTIAL_SUCCESS) else stop(state)
 
 
 def route_after_escalate(state: dict[str, Any]) -> Literal["plan", "retrieve", "act", "commit", "repair", "escalate", "finalize"]:
@@ -175,5 +182,7 @@ def _payload(state: dict[str, Any], call: dict[str, Any]) -> dict[str, Any]:
         "profile": state["task"]["profile"],
         "retries_left": retries_left,
         "usage": state["usage"],
+        "budget": state["budget"],
+        "breakers": state.get("breakers"),
         "wall_clock_left_s": budget_left_s(state["budget"], state["usage"]),
     }

@@ -25,7 +25,7 @@ from langchain_core.language_models.chat_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 
 from checkpoints import store
-from graph import model_calls
+from graph import context, model_calls
 from graph.budget import Budget, Exhaustion, add_usage, check_before_model_call, model_call_usage
 from graph.errors import ModelNotConfigured
 from graph.replies import Reply, parse_reply
@@ -33,6 +33,8 @@ from graph.scripted import INDEX_KEY, ROLE_KEY, ScriptedChatModel, load_script
 from graph.services import Services, current_run_id
 from graph.status import Terminal, ending
 from graph.task import RunSettings
+
+CHARS_PER_TOKEN = context.CHARS_PER_TOKEN
 
 # USD per million tokens (input, output). Override or extend per run with RunSettings.prices.
 PRICES: dict[str, tuple[float, float]] = {
@@ -43,9 +45,16 @@ PRICES: dict[str, tuple[float, float]] = {
     "gpt-4.1-nano": (0.10, 0.40),
 }
 
-CHARS_PER_TOKEN = 3
-"""Characters per token when a provider reports no usage (see the module docstring)."""
-PHASE_OF = {"planner": "plan", "actor": "act", "judge": "verify", "critic": "critique"}
+CONTEXT_WINDOWS: dict[str, int] = {
+    "gpt-4o-mini": 128_000,
+    "gpt-4o": 128_000,
+    "gpt-4.1-mini": 1_047_576,
+    "gpt-4.1": 1_047_576,
+    "gpt-4.1-nano": 1_047_576,
+}
+"""Tokens one request may carry, per model (beside PRICES). Override or extend per run with
+RunSettings.context_windows; the `context_tokens` budget can set a smaller ceiling (graph/compaction.py)."""
+PHASE_OF = {"planner": "plan", "actor": "act", "judge": "verify", "critic": "critique", "sampler": "act"}
 """The phase node that calls each role: where a run stopped by the model's provider resumes."""
 REASK = (
     "Your reply could not be used: {problem}. Reply again with only the JSON object the "
@@ -130,6 +139,9 @@ async def call_model(
     usage = add_usage(state.get("usage"), spent.get("usage"))
     index = usage["calls_by_role"].get(role, 0)
     config = {"metadata": {ROLE_KEY: role, INDEX_KEY: index}}
+    name = model_id(settings)
+    tokens, method = context.measure(name, messages, tools)
+    measured = context.record(spent.get("context") or state.get("context"), role, tokens, method, context_window_of(settings, name))
     retries = Budget.model_validate(state["budget"]).retries
     try:
         reply, attempts = await model_calls.invoke(
@@ -145,7 +157,8 @@ async def call_model(
         update["usage"] = add_usage(spent.get("usage"), update["usage"])
         raise NoReply({**spent, **update, "ending": _ending(state, role, failed)}) from None
     update = _attempts_update(attempts)
-    update["usage"] = add_usage(update.get("usage"), _reply_usage(settings, role, messages, tools, reply))
+    update["usage"] = add_usage(add_usage(update.get("usage"), _reply_usage(settings, role, messages, tools, reply)), context.usage_delta(tokens))
+    update["context"] = measured
     return reply, update
 
 
@@ -192,14 +205,13 @@ def _reply_usage(
 
 def estimate_tokens(messages: Sequence[BaseMessage], tools: list[dict[str, Any]] | None, reply: AIMessage) -> tuple[int, int]:
     """(input, output) tokens by the character heuristic of the module docstring."""
-    sent = sum(_chars(message) for message in messages) + len(json.dumps(tools or []))
-    return math.ceil(sent / CHARS_PER_TOKEN), math.ceil(_chars(reply) / CHARS_PER_TOKEN)
+    sent = sum(len(context.message_text(message)) for message in messages) + len(json.dumps(tools or []))
+    return math.ceil(sent / CHARS_PER_TOKEN), math.ceil(len(context.message_text(reply)) / CHARS_PER_TOKEN)
 
 
-def _chars(message: BaseMessage) -> int:
-    content = message.content if isinstance(message.content, str) else json.dumps(message.content)
-    calls = [*getattr(message, "tool_calls", []), *getattr(message, "invalid_tool_calls", [])]
-    return len(content) + (len(json.dumps(calls, default=str)) if calls else 0)
+def context_window_of(settings: dict[str, Any], name: str) -> int | None:
+    """Tokens model `name` accepts in one request; None when nobody knows (no gate then)."""
+    return (settings.get("context_windows") or {}).get(name) or CONTEXT_WINDOWS.get(name)
 
 
 def _attempts_update(attempts: model_calls.Attempts) -> dict[str, Any]:

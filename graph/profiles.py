@@ -16,23 +16,23 @@ ProfileName = Literal["research_assistant", "coding_assistant", "support_agent",
 PROFILES: dict[str, Budget] = {
     "research_assistant": Budget(
         model_turns=15, tool_calls=30, input_tokens=200_000, output_tokens=30_000, wall_clock_s=300,
-        cost_usd=2.00, retries=3, repairs=1, side_effects=0,
+        cost_usd=2.00, retries=3, repairs=1, side_effects=0, memory_writes=2,
     ),
     "coding_assistant": Budget(
         model_turns=30, tool_calls=50, input_tokens=400_000, output_tokens=60_000, wall_clock_s=600,
-        cost_usd=5.00, retries=5, repairs=2, side_effects=2,
+        cost_usd=5.00, retries=5, repairs=2, side_effects=2, memory_writes=5,
     ),
     "support_agent": Budget(
         model_turns=15, tool_calls=30, input_tokens=200_000, output_tokens=30_000, wall_clock_s=300,
-        cost_usd=2.00, retries=3, repairs=1, side_effects=0,
+        cost_usd=2.00, retries=3, repairs=1, side_effects=0, memory_writes=2,
     ),
     "procurement_agent": Budget(
         model_turns=15, tool_calls=30, input_tokens=200_000, output_tokens=30_000, wall_clock_s=300,
-        cost_usd=1.00, retries=2, repairs=1, side_effects=0,
+        cost_usd=1.00, retries=2, repairs=1, side_effects=0, memory_writes=2,
     ),
     "sre_agent": Budget(
         model_turns=10, tool_calls=15, input_tokens=100_000, output_tokens=15_000, wall_clock_s=120,
-        cost_usd=1.00, retries=2, repairs=1, side_effects=0,
+        cost_usd=1.00, retries=2, repairs=1, side_effects=0, memory_writes=0,
     ),
 }
 

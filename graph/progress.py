@@ -25,6 +25,11 @@ class Progress:
         self.usage = add_usage(self.usage, update.get("usage"))
         self.console.print(render_progress(phase_progress(node, update, self.usage, self.budget)), highlight=False)
 
+    def custom(self, event: Any) -> None:
+        """A `custom` stream event: a tool's progress gets its own line."""
+        if isinstance(event, dict) and event.get("kind") == "tool_progress":
+            self.console.print(render_tool_progress(event), highlight=False)
+
 
 def phase_progress(
     node: str, update: dict[str, Any], usage: dict[str, Any], budget: dict[str, Any] | None, known: list[dict[str, Any]] | None = None
@@ -53,6 +58,12 @@ def render_progress(progress: dict[str, Any]) -> str:
     bars = " ".join(_bar(label, budget[name]["used"], budget[name]["limit"]) for name, label in BARS.items()) if budget else ""
     extra = "  " + ", ".join(f"{call['tool']}→{call['status']}" for call in progress["tools"]) if progress["tools"] else ""
     return f"[cyan]{progress['phase']:>13}[/cyan] {bars}{extra}"
+
+
+def render_tool_progress(event: dict[str, Any]) -> str:
+    """The CLI line of a tool's progress notification, e.g. `  progress workspace__grep 3/10 scanning`."""
+    total = f"/{event['total']:g}" if event.get("total") is not None else ""
+    return f"[cyan]{'progress':>13}[/cyan] {event['tool']} {event['progress']:g}{total} {event.get('message') or ''}".rstrip()
 
 
 def _bar(label: str, used: float, limit: float | None, width: int = 4) -> str:

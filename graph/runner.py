@@ -242,8 +242,12 @@ class Runner:
             # so a kill or a cancel loses at most the step in flight.
             known = await self._known(thread_id, graph_input) if langsmith_trace.enabled() else {}
             async with langsmith_trace.run_root(thread_id, known, self.services.graph_version) as finish:
-                stream = self.graph.astream(graph_input, _config(thread_id), context=context, stream_mode="updates", durability="sync")
-                async for chunk in stream:
+                stream = self.graph.astream(graph_input, _config(thread_id), context=context, stream_mode=["updates", "custom"], durability="sync")
+                async for mode, chunk in stream:
+                    if mode == "custom":  # e.g. a tool's progress (graph/mcp_scope.py)
+                        if observe and (show := getattr(observe, "custom", None)):
+                            show(chunk)
+                        continue
                     for node, update in chunk.items():
                         if isinstance(update, dict):
                             state.update(update)

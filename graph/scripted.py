@@ -23,7 +23,7 @@ from typing import Any, Sequence
 from langchain_core.language_models.chat_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError
 
 from graph.errors import ScriptError, ScriptExhausted
 
@@ -80,6 +80,11 @@ class ScriptedChatModel(BaseChatModel):
     """Replays `script`; the step is chosen by the caller's (role, call index) metadata."""
 
     script: Script
+    _last_request: dict[str, list[BaseMessage]] = PrivateAttr(default_factory=dict)
+
+    def last_request(self, role: str) -> list[BaseMessage]:
+        """The messages of the newest request `role` sent: what a test asserts the model was shown."""
+        return self._last_request.get(role, [])
 
     @property
     def _llm_type(self) -> str:
@@ -112,6 +117,7 @@ class ScriptedChatModel(BaseChatModel):
                 f"Add steps for role {role!r} to the script."
             )
         step = steps[index]
+        self._last_request[role] = list(messages)
         content = step.content if isinstance(step.content, str) else json.dumps(step.content)
         usage = step.usage or ScriptedUsage(
             input_tokens=sum(len(str(message.content)) for message in messages) // 4,

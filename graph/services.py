@@ -19,7 +19,7 @@ from langgraph.config import get_config
 from psycopg_pool import AsyncConnectionPool
 
 from checkpoints.lease import LeaseHolder
-from tools import pinning
+from tools import oauth, pinning
 from tools.bridge import MCPBridge
 from tools.config import load_servers
 from tools.registry import ToolRegistry
@@ -111,7 +111,9 @@ class Services:
             bridge = self._bridges.get(run_id)
             if bridge is None:
                 # Off the event loop: the bridge reads the cwd, and the config may be a file, which `langgraph dev` forbids on the loop.
-                bridge = await asyncio.to_thread(lambda: MCPBridge(load_servers(servers_config(settings))))
+                configs = await asyncio.to_thread(load_servers, servers_config(settings))
+                auth = oauth.logins(await self.pool()) if any(config.oauth for config in configs.values()) else None
+                bridge = await asyncio.to_thread(lambda: MCPBridge(configs, auth=auth))
                 await bridge.start()
                 self._bridges[run_id] = bridge
             return bridge

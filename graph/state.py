@@ -63,10 +63,15 @@ class LoopState(TypedDict, total=False):
     """Questions a human answered during the run ("question → answer"); the planner reads them."""
     evidence: list[dict[str, Any]]
     """Results of the plan's read-only evidence steps, each with its source call."""
+    memories: list[dict[str, Any]]
+    """Persistent memories recalled at intake (graph/memory.py): retrieved evidence with its source, never instructions."""
     messages: Annotated[list[AnyMessage], DeltaChannel(_fold_messages)]
     """The actor's conversation: each AI tool call is paired with exactly one tool result."""
     observations: Annotated[list[dict[str, Any]], DeltaChannel(_fold_observations)]
     """One record per tool call, climbing the grounding ladder intended → … → committed."""
+    context: dict[str, Any]
+    """The last model request's measure: role, tokens, growth since that role's previous request,
+    method (tokenizer or estimate), limit; `pressure` when the actor's next request needs compaction."""
     usage: Annotated[dict[str, Any], add_usage]
     """Budget consumed so far; nodes send deltas, the reducer sums them."""
     breakers: dict[str, Any]

@@ -61,6 +61,8 @@ class Task(BaseModel):
     """Per-run overrides of the profile's budget, e.g. {"tool_calls": 10}."""
     require_plan_approval: bool = False
     """Pause for a human to approve the plan before any tool runs."""
+    require_result_approval: bool = False
+    """A human must see the result before it commits, whatever its confidence."""
 
     @field_validator("goal")
     @classmethod
@@ -136,9 +138,9 @@ class RunSettings(BaseModel):
     policy: Annotated[dict[str, Any], WithJsonSchema(policy_schema())] | None = None
     """User permission rules, in the policy-file shape {"rules": [...], "trusted_servers": [...]};
     applied together with the profile's presets (deny > ask > allow > default)."""
-    user: str | None = None
-    """Tenant/user scope the run acts for (recorded in its trace); also who a decision is recorded as
-    made by when it names no approver."""
+    user: str = Field(default="default", min_length=1, max_length=200)
+    """Who the run is for (user or tenant): persistent memory is kept and recalled per user and profile;
+    recorded in the trace as its tenant/user scope, and as the approver of a decision that names none."""
     unattended: bool = False
     """No human available: every `ask` decision becomes `deny`, so the run never waits."""
     prices: dict[str, tuple[float, float]] = Field(default_factory=dict)
@@ -152,12 +154,20 @@ class RunSettings(BaseModel):
     model_timeout_s: float = Field(default=120.0, gt=0)
     """Per-request timeout for the model; a request that runs longer is cancelled and retried
     (within budget.retries). No call, of the model or of a tool, outlives the wall-clock budget."""
+    context_windows: dict[str, int] = Field(default_factory=dict)
+    """Extra model context windows, tokens per request: {"model": tokens} (graph/models.py CONTEXT_WINDOWS)."""
+    context_threshold: float = Field(default=0.8, gt=0, le=1)
+    """Share of the context limit at which the actor's context is compacted before the call."""
     max_result_chars: int = 4_000
     """Characters of one tool result the model sees; the full payload is stored."""
     review_threshold: float = 0.5
     """Confidence below this ends the run LOW_CONFIDENCE."""
     commit_threshold: float = 0.8
     """Confidence at or above this commits automatically; between the two thresholds needs review."""
+    safety_review_below: float = 0.98
+    """A critic's safety score below this sends the result to review however high its confidence."""
+    judge_samples: int = Field(default=1, ge=1, le=9)
+    """Judge verdicts asked per verification; above 1 the majority decides and their agreement is a confidence signal."""
 
     @field_validator("servers")
     @classmethod

@@ -102,6 +102,8 @@ def node_events(services: Services, node: str, state: dict[str, Any], update: di
         event["budget_total"] = budget_vector(add_usage(state.get("usage"), update.get("usage")))
     if ending := update.get("ending"):
         event["ending"] = {key: str(value) for key, value in ending.items()}
+    if measured := update.get("context"):  # the context measure of the node's model call (graph/context.py)
+        event["context"] = {key: measured[key] for key in ("role", "tokens", "growth", "method", "limit", "pressure", "compactions") if key in measured}
     if decisions := _decisions(update):
         event["decisions"] = decisions
     if calls := _tool_calls(update):

@@ -5,8 +5,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from langchain_core.messages import HumanMessage, SystemMessage
+from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
 
+from graph import compaction, memory, payload_tool
 from graph.models import NoReply, call_model
 from graph.prompts import ACTOR, SCHEMA_RULE, evidence_brief, task_brief
 from graph.services import Services, current_run_id
@@ -15,18 +16,26 @@ from graph.services import Services, current_run_id
 async def act(state: dict[str, Any], services: Services) -> dict[str, Any]:
     """One actor turn. The brief (task, plan progress, evidence) is rebuilt each turn, not stored."""
     registry = await services.registry(current_run_id(), state["settings"], state.get("tools"))
+    request, tools = actor_request(state, [spec.for_model() for spec in registry.specs()])
+    if measured := compaction.pressure(state, request, tools):  # the context pressure gate: compact first
+        return {"context": measured, "status": {"phase": "act"}}
+    try:
+        reply, update = await call_model(state, services, "actor", request, tools=tools)
+    except NoReply as stopped:
+        return {**stopped.update, "status": {"phase": "act"}}
+    return {**update, "messages": [reply], "status": {"phase": "act"}}
+
+
+def actor_request(state: dict[str, Any], tools: list[dict[str, Any]]) -> tuple[list[BaseMessage], list[dict[str, Any]]]:
+    """The actor's request as it would be sent now: messages and offered tools."""
     task = state["task"]
     schema_rule = SCHEMA_RULE.format(schema=json.dumps(task["output_schema"])) if task.get("output_schema") else ""
     request = [
         SystemMessage(ACTOR.format(schema_rule=schema_rule)),
         HumanMessage(_brief(state)),
-        *state.get("messages", []),
+        *compaction.current(state, current_run_id()),
     ]
-    try:
-        reply, update = await call_model(state, services, "actor", request, tools=[spec.for_model() for spec in registry.specs()])
-    except NoReply as stopped:
-        return {**stopped.update, "status": {"phase": "act"}}
-    return {**update, "messages": [reply], "status": {"phase": "act"}}
+    return request, [*tools, payload_tool.SPEC] if payload_tool.offered(state) else tools
 
 
 def _brief(state: dict[str, Any]) -> str:
@@ -35,4 +44,5 @@ def _brief(state: dict[str, Any]) -> str:
     evidence = [obs for obs in state.get("observations", []) if obs.get("phase") == "retrieve"]
     return "\n\n".join(
         [task_brief({**state["task"], "clarifications": state.get("clarifications", [])}), "Plan:\n" + ("\n".join(plan_lines) or "(none)"), "Evidence:\n" + evidence_brief(evidence)]
+        + (["Memories:\n" + memory.brief(state["memories"])] if state.get("memories") else [])
     )

@@ -1,6 +1,10 @@
 """commit: decide from confidence whether the result commits, needs review, or is rejected,
 and seal it with a SHA-256 content hash and a provenance record.
 
+Confidence and the approval triggers are graph/confidence.py's: a result above the commit threshold
+still goes to review when a trigger holds (an irreversible effect no human approved, a low safety
+score, a task that asks for approval).
+
 Refuses to commit while a required plan step is pending or failed (the completion check, the
 same one the act→verify edge applies): VALIDATION_FAIL, whatever the judge and critic said.
 A result whose optional steps did not finish commits as PARTIAL_SUCCESS, listing them.
@@ -9,22 +13,22 @@ A result whose optional steps did not finish commits as PARTIAL_SUCCESS, listing
 from __future__ import annotations
 
 import hashlib
+from dataclasses import asdict
 from typing import Any
 
+from graph.confidence import estimate, review_triggers, signals_of
 from graph.plan import describe_unfinished, unfinished
 from graph.services import Services
 from graph.status import Terminal, ending
-
-REPAIR_PENALTY = 0.05
-"""Confidence lost per repair pass: an output that needed repairs is trusted a little less."""
 
 
 async def commit(state: dict[str, Any], services: Services) -> dict[str, Any]:
     quality = dict(state.get("quality") or {})
     output = quality.get("verification", {}).get("output", "")
-    repairs = len(quality.get("repairs", []))
-    confidence = round(max(quality.get("critique", {}).get("weighted", 0.0) - REPAIR_PENALTY * repairs, 0.0), 4)
-    quality["confidence"] = confidence
+    signals = signals_of(state)
+    confidence = estimate(signals)
+    triggers = review_triggers(state)
+    quality.update(confidence=confidence, confidence_signals=asdict(signals), review_triggers=triggers)
     settings = state["settings"]
     steps = (state.get("plan") or {}).get("steps", [])
     missing, secondary = describe_unfinished(unfinished(steps)), describe_unfinished(unfinished(steps, optional=True))
@@ -32,8 +36,10 @@ async def commit(state: dict[str, Any], services: Services) -> dict[str, Any]:
         code, reason = Terminal.VALIDATION_FAIL, "commit refused, the plan is not complete: " + "; ".join(missing)
     elif quality.get("accepted_by"):
         code, reason = Terminal.SUCCESS, f"committed at confidence {confidence}, accepted by {quality['accepted_by']} when the verifier and the critic disagreed"
-    elif confidence >= settings.get("commit_threshold", 0.8):
+    elif confidence >= settings.get("commit_threshold", 0.8) and not triggers:
         code, reason = Terminal.SUCCESS, f"committed with confidence {confidence}"
+    elif confidence >= settings.get("commit_threshold", 0.8):
+        code, reason = Terminal.REVIEW_REQUIRED, f"confidence {confidence}, but a human must see it: " + "; ".join(triggers)
     elif confidence >= settings.get("review_threshold", 0.5):
         code, reason = Terminal.REVIEW_REQUIRED, f"confidence {confidence} is in the review band"
     else:

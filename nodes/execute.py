@@ -17,9 +17,9 @@ from typing import Any
 
 from langchain_core.messages import ToolMessage
 
-from graph import deadline
+from graph import deadline, mcp_scope
 from graph.services import Services, current_run_id
-from tools import dispatch, gateway, ledger, pinning
+from tools import client_features, dispatch, gateway, ledger, pinning
 from tools.outcome import CallOutcome
 
 
@@ -59,17 +59,20 @@ async def run_call(call: dict[str, Any], payload: dict[str, Any], services: Serv
             max_attempts=1 + max(payload.get("retries_left", 0), 0),
         )
 
-    if refusal := await pinning.changed(bridge, spec):
-        outcome = refusal
-    elif not call.get("side_effect"):
-        outcome = await send(call["args"])
-    else:
-        key = ledger.idempotency_key(run_id, call.get("step_id"), call["call_id"], call["args_hash"])
-        async with services.write_lock(run_id):
-            outcome = await ledger.run_once(
-                await services.pool(), key=key, run_id=run_id, call=call, spec=spec, step_id=call.get("step_id"), send=send
-            )
-    return await record_outcome(call, outcome, settings, services, started=started, phase=phase)
+    scope = mcp_scope.for_call(call, payload, services)  # what the server may ask of the run meanwhile
+    with client_features.calling(scope):
+        if refusal := await pinning.changed(bridge, spec):
+            outcome = refusal
+        elif not call.get("side_effect"):
+            outcome = await send(call["args"])
+        else:
+            key = ledger.idempotency_key(run_id, call.get("step_id"), call["call_id"], call["args_hash"])
+            async with services.write_lock(run_id):
+                outcome = await ledger.run_once(
+                    await services.pool(), key=key, run_id=run_id, call=call, spec=spec, step_id=call.get("step_id"), send=send
+                )
+    result = await record_outcome(call, outcome, settings, services, started=started, phase=phase)
+    return await mcp_scope.settle(scope, result, services, phase=phase)
 
 
 async def record_outcome(

@@ -15,6 +15,7 @@ from typing import Any
 
 from langchain_core.messages import AIMessage, ToolMessage
 
+from graph import payload_tool
 from graph.budget import Budget, add_usage
 from graph.services import Services, current_run_id
 from graph.status import Terminal, ending
@@ -30,6 +31,7 @@ async def gate(state: dict[str, Any], services: Services) -> dict[str, Any]:
         gateway.ProposedCall(call_id=f"a{turn}.{position}", tool_call_id=call["id"], name=call["name"], args=call["args"])
         for position, call in enumerate(reply.tool_calls)
     ]
+    proposed, builtin = payload_tool.split(proposed)  # the harness's own read-only tool: answered here, not by the gateway
     budget = Budget.model_validate(state["budget"])
     registry = await services.registry(current_run_id(), state["settings"], state.get("tools"))
     admissions = await gateway.admit_all(
@@ -63,6 +65,8 @@ async def gate(state: dict[str, Any], services: Services) -> dict[str, Any]:
             if admission.exhaustion is not None and stopping is None:
                 stopping = ending(Terminal.BUDGET_EXHAUSTED, admission.exhaustion.message, admission.exhaustion.next_safe_action,
                                   dimension=admission.exhaustion.dimension)
+    fetched = await payload_tool.answer(state, services, builtin) if builtin else {"messages": [], "observations": [], "usage": {}}
+    messages, observations, usage = fetched["messages"] + messages, fetched["observations"] + observations, add_usage(usage, fetched["usage"])
     update: dict[str, Any] = {
         "messages": messages,
         "observations": observations,
@@ -108,5 +112,5 @@ def _last_ai(state: dict[str, Any]) -> AIMessage:
 
 
 def _observation(call: dict[str, Any]) -> dict[str, Any]:
-    keys = ("call_id", "tool_call_id", "name", "server", "args_hash", "side_effect", "rule")
+    keys = ("call_id", "tool_call_id", "name", "server", "args_hash", "side_effect", "reversibility", "rule")
     return {"tool": call["name"], **{key: call.get(key) for key in keys if key != "name"}, "phase": "act"}

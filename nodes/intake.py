@@ -10,6 +10,7 @@ from typing import Any
 from langgraph.runtime import Runtime
 from pydantic import BaseModel, ValidationError
 
+from graph import memory
 from graph.budget import Exhaustion, empty_usage
 from graph.errors import BoundloopError, SettingsMissing
 from graph.models import model_id, price_of
@@ -66,6 +67,9 @@ async def intake(state: dict[str, Any], runtime: Runtime[RunSettings], services:
         "usage": empty_usage(),
         "status": {"phase": "intake"},
         "ending": None,
+        "memories": await memory.recall(
+            await memory.store_for(await services.pool()), user=settings.user, profile=task.profile, goal=task.goal
+        ),
     }
     if budget.cost_usd is not None and price_of(settings_json, model) is None:
         exhaustion = Exhaustion("cost_usd", 0, 0, Terminal.BUDGET_EXHAUSTED)

@@ -7,6 +7,7 @@ from typing import Any
 
 from langchain_core.messages import HumanMessage, SystemMessage
 
+from graph import memory
 from graph.budget import Budget, remaining
 from graph.models import NoReply, call_model
 from graph.plan import PlanReply
@@ -47,6 +48,8 @@ def _brief(state: dict[str, Any], specs: list[Any], errors: list[str]) -> str:
         "Tools:\n" + json.dumps(tools, indent=1),
         "Budget left: " + json.dumps(remaining(state.get("usage", {}), budget)),
     ]
+    if state.get("memories"):
+        parts.append("Memories:\n" + memory.brief(state["memories"]))
     if errors:
         parts.append("Your previous plan was rejected:\n" + "\n".join(f"- {error}" for error in errors))
     return "\n\n".join(parts)

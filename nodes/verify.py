@@ -18,11 +18,14 @@ from jsonschema import validators
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
 from pydantic import BaseModel, Field
 
+from checkpoints.store import get_payload
+from graph import memory
 from graph.budget import Budget, add_usage
 from graph.models import MAX_ASKS, NoReply, ask_for, unusable_reply_ending
 from graph.prompts import JUDGE, evidence_brief, task_brief
 from graph.services import Services, current_run_id
 from nodes.critique import can_ask_a_human
+from graph.test_results import add_tests, test_failures, test_report
 from nodes.execute import run_call
 from tools import gateway
 
@@ -49,17 +52,18 @@ async def verify(state: dict[str, Any], services: Services) -> dict[str, Any]:
     task = state["task"]
     failures = answer_failures(answer, task.get("output_schema"))
     update: dict[str, Any] = {"status": {"phase": "verify"}}
+    tests = None
     if not failures and task.get("checks"):
-        failures, checked = await run_checks(state, services)
+        failures, checked, tests = await run_checks(state, services)
         update.update(checked)
-    judged, undecided, conflicts = False, None, []
+    judged, undecided, conflicts, consistency = False, None, [], None
     if not failures and task.get("acceptance_criteria"):
         request = [
             SystemMessage(JUDGE),
             HumanMessage(f"{task_brief(task)}\n\nOutput:\n{answer}\n\nEvidence:\n{evidence_brief(state.get('observations', []))}"),
         ]
         try:
-            verdict, problem, spent = await ask_for(state, services, "judge", request, JudgeReply)
+            verdict, problem, spent, consistency = await judge(state, services, request)
         except NoReply as stopped:
             return {**update, **stopped.update, "usage": add_usage(update.get("usage"), stopped.update["usage"])}
         update.update({**spent, "usage": add_usage(update.get("usage"), spent["usage"])})
@@ -74,14 +78,37 @@ async def verify(state: dict[str, Any], services: Services) -> dict[str, Any]:
         conflicts = [] if verdict is None else [conflict.model_dump() for conflict in verdict.conflicts]
     quality = dict(state.get("quality") or {})
     quality["verification"] = {"passed": not failures, "failures": failures, "judged": judged, "undecided": undecided, "output": answer,
-                               "conflicts": conflicts}
+                               "conflicts": conflicts, "tests": tests, "consistency": consistency}
     update["quality"] = quality
     return update
 
 
-async def run_checks(state: dict[str, Any], services: Services) -> tuple[list[dict[str, str]], dict[str, Any]]:
-    """Run the task's checks, tests first, through the gate and the executor; return the failures
-    and the state update (observations and usage) the calls produced."""
+async def judge(state: dict[str, Any], services: Services, request: list[Any]) -> tuple[JudgeReply | None, str | None, dict[str, Any], float | None]:
+    """The judge's verdict; with `judge_samples` > 1, the majority's (a tie fails), and the share of
+    usable verdicts that agree with it (seed 000 §15.5.3), else None. Every sample is a counted call."""
+    samples = state["settings"].get("judge_samples", 1)
+    spent: dict[str, Any] = {"usage": {}}
+    verdicts: list[JudgeReply] = []
+    problem = None
+    for _ in range(samples):
+        try:
+            verdict, problem, cost = await ask_for({**state, "usage": add_usage(state.get("usage"), spent["usage"])}, services, "judge", request, JudgeReply)
+        except NoReply as stopped:
+            raise NoReply({**stopped.update, "usage": add_usage(spent["usage"], stopped.update["usage"])}) from stopped
+        spent = {**spent, **cost, "usage": add_usage(spent["usage"], cost["usage"])}
+        verdicts += [verdict] if verdict is not None else []
+    if not verdicts:
+        return None, problem, spent, None
+    passing = [verdict for verdict in verdicts if verdict.passed]
+    failing = [verdict for verdict in verdicts if not verdict.passed]
+    majority = passing if len(passing) > len(failing) else failing
+    return majority[0], None, spent, (round(len(majority) / len(verdicts), 4) if samples > 1 else None)
+
+
+async def run_checks(state: dict[str, Any], services: Services) -> tuple[list[dict[str, Any]], dict[str, Any], dict[str, int] | None]:
+    """Run the task's checks, tests first, through the gate and the executor; return the failures,
+    the state update (observations and usage) the calls produced, and the test counts (None: no
+    check reported structured test results)."""
     checks = sorted(state["task"]["checks"], key=lambda check: check["kind"] != "test")
     proposed = [gateway.ProposedCall(f"v{state['usage'].get('calls_by_role', {}).get('actor', 0)}.{n}", f"check:{n}", check["tool"], check["args"])
                 for n, check in enumerate(checks)]
@@ -90,7 +117,8 @@ async def run_checks(state: dict[str, Any], services: Services) -> tuple[list[di
         rules=gateway.run_policy(state["settings"], state["task"]["profile"]), budget=Budget.model_validate(state["budget"]),
         usage=state["usage"], breaker_state=state.get("breakers") or {}, now=time.time(),
     )
-    failures: list[dict[str, str]] = []
+    failures: list[dict[str, Any]] = []
+    tests: dict[str, int] | None = None
     update: dict[str, Any] = {"observations": [], "usage": {}}
     for check, admission in zip(checks, admissions):
         if admission.verdict != "admit":
@@ -100,9 +128,23 @@ async def run_checks(state: dict[str, Any], services: Services) -> tuple[list[di
         ran = await run_call(admission.call, payload, services, phase="verify")
         update["observations"] += ran["observations"]
         update["usage"] = add_usage(add_usage(update["usage"], ran["usage"]), admission.reservation)
-        if reason := check_failure(check, ran["observations"][0]["status"], str(ran["messages"][0].content)):
+        output = await tool_output(ran, services)
+        if check["kind"] == "test" and (report := test_report(output)) is not None:
+            tests = add_tests(tests, report)
+            if located := test_failures(check, report):
+                failures += located
+                continue
+        if reason := check_failure(check, ran["observations"][0]["status"], output):
             failures.append({"criterion": check["name"], "reason": reason})
-    return failures, update
+    return failures, update, tests
+
+
+async def tool_output(ran: dict[str, Any], services: Services) -> str:
+    """The check's whole tool output: the stored payload when the model's copy was cut."""
+    observation = ran["observations"][0]
+    if observation.get("pointer") and (stored := await get_payload(await services.pool(), observation["pointer"])):
+        return stored.body
+    return gateway.unwrap_data(str(ran["messages"][0].content))
 
 
 def check_failure(check: dict[str, Any], status: str, output: str) -> str | None:
@@ -124,7 +166,7 @@ def check_failure(check: dict[str, Any], status: str, output: str) -> str | None
 def final_answer(state: dict[str, Any]) -> str:
     for message in reversed(state.get("messages", [])):
         if isinstance(message, AIMessage) and not message.tool_calls and not message.invalid_tool_calls:
-            return str(message.content)
+            return memory.split_answer(str(message.content))[0]
     return ""
 
 

@@ -8,7 +8,11 @@
 #   3. the MCP test peer server-everything (npm) in tests/.peers/ — skipped with a message when npm
 #      is missing; the tests that need it skip then;
 #   4. bubblewrap (apt-get, as root, when `bwrap` is missing) — the sandbox server runs every
-#      snippet in it and refuses to run any without it.
+#      snippet in it and refuses to run any without it;
+#   5. pytest for the system's python3 (Debian's python3-pytest, as root, when missing) — the
+#      sandbox's `run_tests` runs it; the tests that need it skip without it.
+#   6. Debian's chromium (apt-get, as root, when /usr/bin/chromium is missing) — Playwright drives it
+#      in tests/console (never `playwright install`); not root and missing: those tests skip, saying so.
 # Runs unattended (CI=true, no stdin); needs network only to PyPI, Debian and npm.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -98,9 +102,25 @@ ensure_bubblewrap() {
   apt_install bubblewrap
 }
 
+ensure_sandbox_pytest() {
+  if /usr/bin/python3 -c 'import pytest' 2>/dev/null || [[ $(id -u) -ne 0 ]]; then return; fi
+  apt_install python3-pytest
+}
+
+ensure_chromium() {
+  if [[ -x /usr/bin/chromium ]]; then return; fi
+  if [[ $(id -u) -ne 0 ]]; then
+    say "chromium not found and not root: the browser tests (tests/console) will skip; install it with: sudo apt-get install chromium"
+    return
+  fi
+  apt_install chromium
+}
+
 ensure_venv
 ensure_dependencies
 ensure_postgres
 ensure_peer
 ensure_bubblewrap
+ensure_sandbox_pytest
+ensure_chromium
 exec "$VENV_PYTHON" -m pytest -q "$@"

@@ -55,14 +55,19 @@ from mcp.types import CONNECTION_CLOSED, REQUEST_TIMEOUT, CallToolResult, Implem
 from pydantic import ValidationError
 
 from graph import deadline
+from tools.client_features import ClientFeatures
 from tools.config import ServerConfig
 from tools.errors import BridgeError, ServerStartError, UnknownServerError
+from tools.http_auth import AuthRefusals
+from tools.oauth import AuthorizationNeeded
 from tools.outcome import CallOutcome
 from tools.registry import ToolHints, ToolSpec, qualified_name
 from tools.secrets import Redactor
 
 logger = logging.getLogger(__name__)
 
+AuthFactory = Callable[[ServerConfig], httpx2.Auth]
+"""The OAuth login of an HTTP server whose config sets `oauth` (tools/oauth.py), for this process."""
 ProgressFn = Callable[[float, float | None, str | None], Awaitable[None]]
 """`async (progress, total, message)`, called for each progress notification of a call."""
 
@@ -105,6 +110,7 @@ class MCPBridge:
         startup_timeout_s: float = STARTUP_TIMEOUT_S,
         close_timeout_s: float = CLOSE_TIMEOUT_S,
         max_reconnects: int = MAX_RECONNECTS,
+        auth: AuthFactory | None = None,
     ) -> None:
         self._id = uuid.uuid4().hex[:8]
         self._log_dir = log_dir or Path.cwd() / ".boundloop" / "logs"
@@ -112,7 +118,7 @@ class MCPBridge:
         self.redactor = Redactor.for_servers(servers.values())
         """Masks the servers' secrets (and the environment's) in everything the bridge returns or logs."""
         self._connections = {
-            name: _Connection(config, self._log_dir / f"{name}.{self._id}.stderr.log", startup_timeout_s, self.redactor, max_reconnects)
+            name: _Connection(config, self._log_dir / f"{name}.{self._id}.stderr.log", startup_timeout_s, self.redactor, max_reconnects, auth)
             for name, config in servers.items()
         }
         self._started = False
@@ -181,6 +187,13 @@ class MCPBridge:
         """Process ids of the stdio servers this bridge spawned (Linux; others: empty)."""
         return {name: c.pid for name, c in self._connections.items() if c.pid is not None}
 
+    def features(self, server: str) -> ClientFeatures:
+        """The server's client callbacks and its `tools/list_changed` flag (tools/client_features.py)."""
+        connection = self._connections.get(server)
+        if connection is None:
+            raise UnknownServerError(server, list(self._connections))
+        return connection.features
+
     async def current_specs(self, server: str, *, timeout_s: float) -> list[ToolSpec] | None:
         """The server's tools as it lists them now (not as it listed them at start), or None when
         it cannot say: not connected, crashed, or no complete listing within `timeout_s`."""
@@ -221,8 +234,12 @@ class _NotStarted(Exception):
 class _Connection:
     """One server's `Client`, owned by one task; calls may come from any task."""
 
-    def __init__(self, config: ServerConfig, log_path: Path, startup_timeout_s: float, redactor: Redactor, max_reconnects: int = MAX_RECONNECTS) -> None:
+    def __init__(self, config: ServerConfig, log_path: Path, startup_timeout_s: float, redactor: Redactor, max_reconnects: int = MAX_RECONNECTS,
+                 auth: AuthFactory | None = None) -> None:
         self.config = config
+        self.auth = auth
+        self.features = ClientFeatures(config.name, allow_sampling=config.sampling)
+        self.refusals = AuthRefusals(config.name)
         self.path_root = config.path_root  # reads the cwd: here, off the event loop
         self.redactor = redactor
         self.log_path = log_path
@@ -341,10 +358,12 @@ class _Connection:
             return (time.perf_counter() - started) * 1000
 
         try:
-            result = await self._until_dead(
-                lambda: client.call_tool(tool, arguments, read_timeout_seconds=timeout_s, progress_callback=on_progress),
-                hard_timeout_s=timeout_s + _HARD_BOUND_GRACE_S,
-            )
+            with self.features.in_flight() as scope:  # server requests during the call find its run
+                progress = on_progress or (scope.progress if scope is not None else None)
+                result = await self._until_dead(
+                    lambda: client.call_tool(tool, arguments, read_timeout_seconds=timeout_s, progress_callback=progress),
+                    hard_timeout_s=timeout_s + _HARD_BOUND_GRACE_S,
+                )
         except TimeoutError:
             return _timed_out(name, timeout_s, elapsed_ms(), "no answer within the hard bound; cancelled by the bridge")
         except MCPError as exc:
@@ -353,6 +372,9 @@ class _Connection:
             if exc.code == CONNECTION_CLOSED:
                 self.failure = CONNECTION_CLOSED_REASON
                 return self._unavailable(name, self.failure, elapsed_ms())
+            if (refused := self.refusals.cause()) is not None:
+                return CallOutcome("tool_error", text=f"tool_error: {name} was not run: {refused}.", latency_ms=elapsed_ms(),
+                                   attempts=1, detail=f"{refused}; {self.refusals.fix()}")
             text = PROTOCOL_ERROR.format(server=self.config.name, tool=name, message=exc.message, code=exc.code)
             return CallOutcome("tool_error", text=text, latency_ms=elapsed_ms(), attempts=1, detail=f"MCP error {exc.code}")
         except _ConnectionLost:
@@ -426,7 +448,8 @@ class _Connection:
         try:
             with anyio.CancelScope(deadline=anyio.current_time() + self.startup_timeout_s) as deadline:
                 async with AsyncExitStack() as stack:
-                    client = Client(await self._transport(stack, mode), mode=mode, client_info=_CLIENT_INFO, cache=None)
+                    client = Client(await self._transport(stack, mode), mode=mode, client_info=_CLIENT_INFO, cache=None,
+                                    **self.features.client_kwargs())
                     await stack.enter_async_context(client)
                     if self.config.transport == "stdio":
                         self.pid = _find_child_by_stderr(self.log_path)
@@ -455,7 +478,10 @@ class _Connection:
             params = StdioServerParameters(command=config.command or "", args=config.args, env=config.env or None, cwd=config.cwd)
             return stdio_client(params, errlog=errlog)
         read_s = max(300.0, (config.timeout_s or 0.0) + 30.0)  # the SSE stream of a long call stays open this long
-        http = httpx2.AsyncClient(headers=config.headers, timeout=httpx2.Timeout(self.startup_timeout_s, read=read_s))
+        if config.oauth and self.auth is None:  # no token store in this process
+            raise AuthorizationNeeded(config.name)
+        http = httpx2.AsyncClient(headers=config.headers, timeout=httpx2.Timeout(self.startup_timeout_s, read=read_s),
+                                  event_hooks={"response": [self.refusals.on_response]}, auth=self.auth(config) if config.oauth and self.auth else None)
         await stack.enter_async_context(http)
         return streamable_http_client(str(config.url), http_client=http)
 
@@ -470,6 +496,11 @@ class _Connection:
         elif isinstance(root, PermissionError):
             cause = f"command is not executable ({config.command})"
             fix = "make it executable (chmod +x) or set command to its interpreter and put the script in args"
+        elif isinstance(root, AuthorizationNeeded):
+            cause = str(root)
+            fix = f"log in once with `boundloop auth {config.name}` (same servers file and database), then start again"
+        elif (refused := self.refusals.cause()) is not None:
+            cause, fix = refused, self.refusals.fix()
         elif isinstance(root, httpx2.TransportError):
             cause = f"nothing answered at {config.url} ({_describe(root)})"
             fix = "start the server first, or correct the url (host, port and the /mcp path)"
@@ -562,7 +593,7 @@ def _not_worth_retrying(exc: BaseException) -> bool:
     root = _root(exc)
     if isinstance(root, TimeoutError):  # an OSError subclass, but a silent server deserves the retry
         return False
-    return isinstance(root, (OSError, httpx2.TransportError))
+    return isinstance(root, (OSError, httpx2.TransportError, AuthorizationNeeded))
 
 
 # -- processes (Linux /proc; elsewhere these find nothing and the SDK's own reaping applies) --

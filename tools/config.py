@@ -13,7 +13,7 @@ never decides permissions (tools/policy.py does).
 Our keys on top of the common shape: `trusted` (only a trusted server's annotations may relax a
 permission decision), `timeout_s` (this server's per-call timeout; it wins over the run's
 `tool_timeout_s`), `protocol` (`auto` probes the 2026 handshake and falls back; `legacy` forces
-`initialize`), `root` and `path_arguments` (where the server's files live on this host and which
+`initialize`), `sampling` (the server may use the run's model), `oauth` (log in with `boundloop auth NAME`), `root` and `path_arguments` (where the server's files live on this host and which
 arguments of its tools name them, so path rules match resolved paths; our own servers need
 neither: their `--root` and their schemas say it). The common `type` key is accepted
 (`stdio`, `http`, `streamable-http`) and must agree with command/url. Top-level keys other than
@@ -73,6 +73,11 @@ class ServerConfig(BaseModel):
     path_arguments: dict[str, list[str]] | None = None
     """Tool-name glob → names of that tool's arguments holding paths, e.g. {"move_file": ["source",
     "destination"], "*": ["path"]}. Without it, arguments named like paths are taken as paths."""
+    oauth: bool = False
+    """HTTP only: log in with OAuth (`boundloop auth NAME` once; tokens stored encrypted, refreshed, tools/oauth.py)."""
+    sampling: bool = False
+    """Whether this server may ask the run's model for completions (`sampling/createMessage`),
+    charged to the run's budget; refused with an MCP error otherwise (tools/client_features.py)."""
     _substituted: tuple[str, ...] = PrivateAttr(default=())
     """What `${VAR}` references expanded to (tools/secrets.py treats these as secrets)."""
 
@@ -121,6 +126,8 @@ class ServerConfig(BaseModel):
                 raise ValueError("has an empty 'command'; give the path of the server executable")
             if self.headers:
                 raise ValueError("has 'headers' but is a stdio server; headers only apply with 'url'")
+            if self.oauth:
+                raise ValueError("has 'oauth' but is a stdio server; OAuth only applies with 'url' (a stdio server takes its credentials from env)")
             if self.type not in (None, "stdio"):
                 raise ValueError(f"has type {self.type!r} but a 'command'; use type 'stdio' or replace command by url")
         else:

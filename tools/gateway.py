@@ -179,6 +179,13 @@ def model_text(outcome: CallOutcome, excerpt: str, truncated: bool, warning: str
 _MARKER = re.compile(r"<\s*/?\s*tool-output\b[^>]*>", re.IGNORECASE)
 
 
+def unwrap_data(text: str) -> str:
+    """The payload inside `as_data`'s markers (the text itself when it carries none)."""
+    if text.startswith(DATA_OPEN + "\n") and DATA_CLOSE in text:
+        return text[len(DATA_OPEN) + 1 : text.rindex("\n" + DATA_CLOSE)]
+    return text
+
+
 def as_data(text: str) -> str:
     """`text` between the data markers; markers inside it are removed, so a tool cannot close the block early."""
     defused = _MARKER.sub("[marker removed]", text.strip())

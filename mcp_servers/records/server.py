@@ -19,6 +19,7 @@ from psycopg import AsyncConnection
 from psycopg_pool import AsyncConnectionPool
 from pydantic import BaseModel, Field
 
+from mcp_servers._shipped import ShippedServer
 from mcp_servers.records import store
 from mcp_servers.records.models import Deleted, Record, RecordPage, Updated
 from mcp_servers.records.patch import merge_patch
@@ -76,7 +77,7 @@ def build_server(database_url: str) -> MCPServer:
         finally:
             await pool.close()
 
-    mcp = MCPServer(
+    mcp = ShippedServer(
         "boundloop-records",
         instructions=(
             "A record store: JSON objects in named collections, addressed by (collection, id). "

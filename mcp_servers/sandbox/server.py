@@ -15,6 +15,7 @@ registration, and some of them name values local to `build_server`.
 """
 
 import os
+import secrets
 import stat
 import sys
 from pathlib import Path
@@ -25,9 +26,11 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import ToolAnnotations
 from pydantic import Field
 
+from mcp_servers._shipped import ShippedServer
 from mcp_servers.sandbox.bubblewrap import Sandbox, prepare
 from mcp_servers.sandbox.limits import Limits
-from mcp_servers.sandbox.models import RunResult
+from mcp_servers.sandbox.junit import parse_junit
+from mcp_servers.sandbox.models import RunResult, TestReport
 from mcp_servers.sandbox.reaper import adopt_orphans
 from mcp_servers.sandbox.runner import run
 from mcp_servers.workspace.beneath import Beneath
@@ -45,6 +48,9 @@ UNAVAILABLE = "sandbox: snippets cannot be confined on this host, so every run w
 NOT_CONFINED = "nothing was run: the sandbox cannot confine snippets on this host ({reason})"
 TOO_LARGE = "{name} is {size} bytes; the sandbox accepts at most {limit}; {fix}"
 NOT_A_DIRECTORY = "cwd {path!r} is not a directory in the sandbox root; pass a directory, e.g. '.'"
+NO_REPORT = "pytest wrote no test report (exit code {exit_code}): {reason}; {fix}"
+NO_PYTEST = "is pytest installed for the sandbox's python3? (Debian: apt-get install python3-pytest)"
+MAX_REPORT_BYTES = 5_000_000
 
 
 def build_server(root: Path, limits: Limits) -> MCPServer:
@@ -63,7 +69,7 @@ def build_server(root: Path, limits: Limits) -> MCPServer:
         open_world_hint=limits.allow_network,
     )
     network = "with network access" if limits.allow_network else "without network"
-    mcp = MCPServer(
+    mcp = ShippedServer(
         "boundloop-sandbox",
         instructions=(
             f"Runs short Python snippets and commands in a bubblewrap sandbox whose only writable places are "
@@ -135,17 +141,71 @@ def build_server(root: Path, limits: Limits) -> MCPServer:
         """
         active = confined()
         names = parts(root, cwd)
-        with os_errors(cwd):
-            handle = beneath.open(names, os.O_PATH)
-            try:
-                is_directory = stat.S_ISDIR(os.fstat(handle).st_mode)
-            finally:
-                os.close(handle)
-        if not is_directory:
-            raise ToolError(NOT_A_DIRECTORY.format(path=cwd))
+        _require_directory(beneath, names, cwd)
         return await run(active, argv, cwd=root.joinpath(*names), stdin=None, timeout_s=timeout_s)
 
+    @mcp.tool(title="Run the tests", annotations=runs)
+    async def run_tests(
+        paths: Annotated[
+            list[str],
+            Field(description="Test files or directories, relative to cwd, as pytest takes them; empty: pytest's own discovery."),
+        ] = [],
+        cwd: Annotated[
+            str,
+            Field(
+                description="Directory the tests run in, relative to the sandbox root.",
+                json_schema_extra={"x-boundloop-resource": "path"},
+            ),
+        ] = ".",
+        timeout_s: Timeout = default_timeout_s,
+    ) -> TestReport:
+        """Run pytest on the given tests in the sandbox; return the counts and, per failing test, its name, expected and actual values and file:line.
+
+        Same sandbox and limits as run_command. `location` of a failure is where the assertion
+        failed; `expected`/`actual` are filled when the assertion compares with `==`.
+        """
+        active = confined()
+        names = parts(root, cwd)
+        _require_directory(beneath, names, cwd)
+        report = f".boundloop-junit-{secrets.token_hex(8)}.xml"
+        argv = [PYTHON, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-o", "junit_family=xunit1", f"--junitxml={report}", "--", *paths]
+        ran = await run(active, argv, cwd=root.joinpath(*names), stdin=None, timeout_s=timeout_s)
+        output = ran.stdout + (f"\n[stderr]\n{ran.stderr}" if ran.stderr else "")
+        try:
+            counts = parse_junit(_take_report(beneath, names, report))
+        except (OSError, ValueError) as error:
+            fix = NO_PYTEST if ran.exit_code != 0 and "No module named pytest" in ran.stderr else "see the output: " + output[-500:]
+            raise ToolError(NO_REPORT.format(exit_code=ran.exit_code, reason=getattr(error, "strerror", None) or error, fix=fix)) from error
+        return TestReport(exit_code=ran.exit_code, passed=counts.passed, failed=counts.failed, errors=counts.errors, skipped=counts.skipped,
+                          failures=counts.failures, output=output, timed_out=ran.timed_out, duration_ms=ran.duration_ms)
+
     return mcp
+
+
+def _require_directory(beneath: Beneath, names: tuple[str, ...], cwd: str) -> None:
+    with os_errors(cwd):
+        handle = beneath.open(names, os.O_PATH)
+        try:
+            is_directory = stat.S_ISDIR(os.fstat(handle).st_mode)
+        finally:
+            os.close(handle)
+    if not is_directory:
+        raise ToolError(NOT_A_DIRECTORY.format(path=cwd))
+
+
+def _take_report(beneath: Beneath, names: tuple[str, ...], report: str) -> str:
+    """Read and remove the report the run wrote, never following a link the sandboxed code put in its place."""
+    with beneath.directory(names) as directory:
+        handle = beneath.open([report], os.O_RDONLY, dir_fd=directory)
+        try:
+            with os.fdopen(os.dup(handle), "rb") as file:
+                data = file.read(MAX_REPORT_BYTES + 1)
+        finally:
+            os.close(handle)
+            os.unlink(report, dir_fd=directory)
+    if len(data) > MAX_REPORT_BYTES:
+        raise ValueError(f"the report is larger than {MAX_REPORT_BYTES} bytes")
+    return data.decode("utf-8", errors="replace")
 
 
 def _check_size(name: str, text: str, limit: int, fix: str) -> None:

@@ -22,6 +22,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import ToolAnnotations
 from pydantic import Field
 
+from mcp_servers._shipped import ShippedServer
 from mcp_servers.workspace.beneath import Beneath
 from mcp_servers.workspace.files import Files, os_errors, sha256
 from mcp_servers.workspace.journal import Journal, default_directory
@@ -93,7 +94,7 @@ def build_server(
     beneath = Beneath(root)
     files = Files(beneath, allow_hard_links=allow_hard_links)
     journal = Journal(journal_dir or default_directory(root))
-    mcp = MCPServer(
+    mcp = ShippedServer(
         "boundloop-workspace",
         instructions=(
             "Text files under one workspace root. Paths are relative to the root; paths that lead "

@@ -61,7 +61,8 @@ async def test_an_accepted_review_commits(run_script, runner):
     waiting = await run_script({"planner": [PLAN_ONE_STEP], "actor": [FINAL], "critic": [middling]})
     done = await runner.resume(waiting.thread_id, decisions={waiting.interrupts[0]["id"]: {"accept": True, "approver": "ana"}})
     assert done.status == Terminal.SUCCESS
-    assert done.values["ending"]["reason"] == "accepted by ana at confidence 0.7875"
+    assert waiting.values["ending"]["reason"] == "confidence 0.876, but a human must see it: safety score 0.95 is below 0.98"
+    assert done.values["ending"]["reason"] == "accepted by ana at confidence 0.876"  # (0.35 × critic 0.7875 + 0.25 × verified 1) / 0.6
 
 
 async def test_a_plan_can_require_approval_and_a_rejected_plan_is_made_again(run_script, runner):
@@ -92,7 +93,8 @@ async def test_when_the_critic_and_the_verifier_disagree_a_human_decides(run_scr
     assert item["value"]["reason"] == "the verifier and the critic disagree: verifier failed: owner: owner missing; critic passed"
     done = await runner.resume(waiting.thread_id, decisions={item["id"]: {"accept": True, "approver": "ana"}})
     assert done.status == Terminal.SUCCESS
-    assert done.values["ending"]["reason"] == "committed at confidence 1.0, accepted by ana when the verifier and the critic disagreed"
+    # (0.35 × critic 1.0 + 0.25 × verification failed 0) / 0.6: the human's acceptance, not the score, commits it
+    assert done.values["ending"]["reason"] == "committed at confidence 0.5833, accepted by ana when the verifier and the critic disagreed"
 
 
 async def test_a_rejected_disagreement_goes_to_repair_with_the_reviewers_reason(run_script, runner):

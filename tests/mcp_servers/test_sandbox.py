@@ -63,7 +63,7 @@ async def test_tools_are_listed_as_destructive_and_closed_world(root: Path) -> N
     """Code can write files, so neither tool is read-only or idempotent; without network it is closed-world."""
     async with sandbox(root) as client:
         tools = (await client.list_tools()).tools
-    assert hints(tools) == {"run_python": (False, True, False, False), "run_command": (False, True, False, False)}
+    assert hints(tools) == {name: (False, True, False, False) for name in ("run_python", "run_command", "run_tests")}
     assert all(tool.title and tool.description and tool.output_schema for tool in tools)
 
 

@@ -139,3 +139,21 @@ def _resolve(root: dict[str, Any], node: dict[str, Any]) -> dict[str, Any]:
     while "$ref" in node:
         node = root["$defs"][node["$ref"].rpartition("/")[2]]
     return node
+
+
+async def test_the_server_keeps_promoted_memory_in_its_own_store(client: LangGraphClient, tmp_path: Path, workspace: Path) -> None:
+    """On the server path the write gate writes to the store LangGraph gives the graph (the
+    server's, readable through its /store API), not to a store of its own."""
+    from tests.graph.conftest import JUDGE_PASS, READ_NOTES
+
+    memory = '<memory-candidates>[{"text": "Ana: publish the notes", "sources": ["a0.0"]}]</memory-candidates>'
+    roles = {"planner": [PLAN_ONE_STEP], "actor": [step(calls=[READ_NOTES]), step("Ana publishes them.\n" + memory)],
+             "judge": [JUDGE_PASS], "critic": [CRITIC_PASS]}
+    script = tmp_path / "memory.json"
+    script.write_text(json.dumps({"model_id": "scripted-test", "roles": roles}))
+    context = {"model": "scripted", "script": str(script), "workspace_root": str(workspace), "user": "server-user"}
+    thread = await client.threads.create()
+    out = await client.runs.wait(thread["thread_id"], GRAPH, input={"task": {"goal": "Summarize notes.md"}}, context=context, raise_error=False)
+    assert out["status"]["terminal"] == Terminal.SUCCESS, _brief(out)
+    found = await client.store.search_items(["boundloop", "memory", "server-user", "coding_assistant"])
+    assert [item["value"]["text"] for item in found["items"]] == ["Ana: publish the notes"]

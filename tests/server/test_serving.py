@@ -290,3 +290,37 @@ def test_the_readme_recipe_gets_a_run_approved_through_the_server_api(langgraph_
     assert lines[:2] == ["approving workspace__write_file summary.md"] * 2, done.stdout
     assert lines[2].startswith("SUCCESS summary.md lists all three action items"), done.stdout
     assert "Chloe" in (tmp_path / "demo-workspace" / "summary.md").read_text()
+
+
+async def test_the_console_route_decides_a_server_thread_through_the_server_api(
+    client: LangGraphClient, langgraph_dev: DevServer, tmp_path: Path, workspace: Path
+) -> None:
+    """`/console` (langgraph.json `http.app`) lists the server's waiting thread, and its approval
+    continues the thread as a run of the server, which deletes the file."""
+    import httpx
+
+    script = tmp_path / "script.json"
+    delete = {"name": "workspace__delete_file", "args": {"path": "notes.md"}}
+    script.write_text(json.dumps({"model_id": "scripted-test", "roles": {"planner": [PLAN_ONE_STEP], "actor": [step(calls=[delete]), step("done")],
+                                                                            "critic": [CRITIC_PASS]}}))
+    thread_id = (await client.threads.create())["thread_id"]
+    context = {"model": "scripted", "script": str(script), "workspace_root": str(workspace)}
+    out = await client.runs.wait(thread_id, GRAPH, input={"task": {"goal": "Summarize notes.md"}}, context=context)
+    assert out.get("__interrupt__"), out
+
+    async with httpx.AsyncClient(base_url=langgraph_dev.url, timeout=60.0) as http:
+        inbox = await http.get("/console/inbox")
+        assert inbox.status_code == 200, inbox.text[:500]
+        [article] = re.findall(rf'<article class="request" data-call="a0.0" data-run="{thread_id}">.*?</article>', inbox.text, re.S)
+        assert "driven by a LangGraph server" in article
+        fields = dict(re.findall(r'<input type="hidden" name="(\w+)" value="([^"]*)">', article))
+        decided = await http.post("/console/decide", data={**fields, "action": "approve"}, headers={"Origin": langgraph_dev.url})
+        assert decided.status_code == 303, decided.text[:1000]
+        shown = await http.get(decided.headers["location"])
+    assert "approve a0.0: the server continues the run" in shown.text
+
+    [run] = await client.runs.list(thread_id, limit=1)
+    await client.runs.join(thread_id, run["run_id"])
+    state = await client.threads.get_state(thread_id)
+    assert state["values"]["status"]["terminal"] == Terminal.SUCCESS
+    assert not (workspace / "notes.md").exists()

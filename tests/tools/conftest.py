@@ -4,11 +4,14 @@ check that every process these tests spawn is gone at the end."""
 from __future__ import annotations
 
 import select
+import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any, AsyncIterator, Callable, Iterator
 
+import httpx2
 import pytest
 
 from tests.tools._procs import descendants, wait_gone
@@ -73,6 +76,33 @@ def spawn_http_probe(tmp_path: Path) -> Iterator[Callable[[], tuple[str, subproc
         return process.stdout.readline().strip(), process
 
     yield spawn
+    for process in started:
+        process.kill()
+        process.wait(timeout=10)
+
+
+@pytest.fixture
+def serve_http(tmp_path: Path) -> Iterator[Callable[[str], str]]:
+    """`serve_http(script)`: run a test server script as `script PORT` on a free loopback port until
+    it answers; returns its /mcp URL. Each is killed after the test."""
+    started: list[subprocess.Popen[bytes]] = []
+
+    def start(script: str) -> str:
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            port = probe.getsockname()[1]
+        log = (tmp_path / f"{Path(script).stem}-{port}.log").open("w")
+        started.append(subprocess.Popen([PYTHON, script, str(port)], stdout=log, stderr=log))
+        url = f"http://127.0.0.1:{port}/mcp"
+        for _ in range(300):
+            try:
+                httpx2.get(url, timeout=1)
+                return url
+            except httpx2.TransportError:
+                time.sleep(0.1)
+        raise AssertionError(f"{script} did not answer at {url} within 30 s")
+
+    yield start
     for process in started:
         process.kill()
         process.wait(timeout=10)

@@ -1,0 +1,47 @@
+"""Who may use the console: loopback only without a token, the token everywhere with one, no
+cross-site decisions, and `boundloop console` refusing a public address without a token."""
+
+from __future__ import annotations
+
+from starlette.testclient import TestClient
+from typer.testing import CliRunner
+
+from graph.cli import app
+from graph.console import ConsoleSettings, create_app
+
+ELSEWHERE = ("203.0.113.7", 40000)
+LOOPBACK = ("127.0.0.1", 40000)
+
+
+def test_without_a_token_a_client_on_another_host_is_refused():
+    with TestClient(create_app(ConsoleSettings(database_url="postgresql://unused")), client=ELSEWHERE, follow_redirects=False) as http:
+        refused = http.get("/console/inbox")
+    assert refused.status_code == 403
+    assert "loopback clients only" in refused.text and "--token" in refused.text
+
+
+def test_with_a_token_every_client_must_present_it_and_the_link_sets_a_strict_cookie():
+    settings = ConsoleSettings(database_url="postgresql://unused", token="s3cret-token")
+    with TestClient(create_app(settings), client=LOOPBACK, follow_redirects=False) as http:
+        assert http.get("/console/inbox").status_code == 401
+        assert http.get("/console/inbox?token=wrong").status_code == 401
+        entered = http.get("/console/inbox?token=s3cret-token")
+    assert entered.status_code == 303 and entered.headers["location"] == "http://testserver/console/inbox"
+    cookie = entered.headers["set-cookie"]
+    assert cookie.startswith("boundloop_console=s3cret-token;") and "HttpOnly" in cookie and "SameSite=strict" in cookie
+
+
+def test_a_decision_posted_from_another_site_is_refused_before_it_is_read():
+    with TestClient(create_app(ConsoleSettings(database_url="postgresql://unused")), client=LOOPBACK, follow_redirects=False) as http:
+        forged = http.post("/console/decide", data={"action": "approve"}, headers={"Origin": "https://evil.example"})
+        fetched = http.post("/console/decide", data={"action": "approve"}, headers={"Sec-Fetch-Site": "cross-site"})
+    assert (forged.status_code, fetched.status_code) == (403, 403)
+    assert "https://evil.example is refused" in forged.text
+
+
+def test_the_console_command_refuses_a_public_address_without_a_token(monkeypatch):
+    monkeypatch.delenv("BOUNDLOOP_CONSOLE_TOKEN", raising=False)
+    done = CliRunner().invoke(app, ["console", "--host", "0.0.0.0"])
+    assert done.exit_code == 2
+    assert " ".join(done.output.split()) == ("error: --host 0.0.0.0 is not a loopback address: give a token (--token or BOUNDLOOP_CONSOLE_TOKEN) "
+                                             "so only you can decide")

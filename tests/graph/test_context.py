@@ -1,0 +1,130 @@
+"""Bounded context on long runs (issue 13, items 1–4): every model request is measured before it is
+sent, the pressure gate compacts the actor's context structurally, and a long run keeps every
+must-keep item in front of the model while each request stays under the limit."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+from langchain_core.messages import AIMessage, ToolMessage
+
+from checkpoints import store
+from graph.models import model_for
+from graph.status import Terminal
+from tests.graph.conftest import CRITIC_PASS, JUDGE_PASS, PLAN_ONE_STEP, step
+
+CALLS = int(os.environ.get("BOUNDLOOP_CONTEXT_CALLS", "60"))
+"""Tool calls of the long run; the README's 500-call command sets it."""
+LIMIT = 6_000
+"""The context budget of the long run, in tokens (about 12,000 characters by the estimate)."""
+
+
+def read(n: int) -> dict[str, Any]:
+    return {"name": "workspace__read_file", "args": {"path": "notes.md", "max_chars": 1000 + n}}
+
+
+def long_script(calls: int) -> dict[str, list[dict[str, Any]]]:
+    plan = {"steps": [{"id": "s1", "description": "read the notes", "tools": ["workspace__read_file"]},
+                      {"id": "s2", "description": "list the files", "depends_on": ["s1"], "tools": ["workspace__list_files"]}],
+            "blocked": None}
+    actor = [{"content": f"Draft {n}: still reading.", "tool_calls": [read(n)]} for n in range(calls - 1)]
+    actor += [{"tool_calls": [{"name": "workspace__list_files", "args": {}}]}, {"content": "Ana publishes the notes."}]
+    return {"planner": [{"content": plan}], "actor": actor, "judge": [JUDGE_PASS], "critic": [CRITIC_PASS]}
+
+
+@pytest.fixture
+def long_notes(workspace: Path) -> Path:
+    (workspace / "notes.md").write_text("Action items:\n- Ana: publish the notes\n" + "Background line of the meeting.\n" * 24)
+    return workspace
+
+
+async def test_a_long_run_stays_bounded_and_keeps_every_must_keep_item(run_script, runner, long_notes, tmp_path):
+    task = {"acceptance_criteria": ["names the owner"],
+            "budget": {"model_turns": None, "tool_calls": None, "input_tokens": None, "wall_clock_s": None,
+                       "tool_result_chars": None, "context_tokens": LIMIT}}
+    report = await run_script(long_script(CALLS), task=task, unattended=True)
+    assert report.status == Terminal.SUCCESS, report.values.get("ending")
+
+    events = await runner.trace(report.thread_id)
+    actor_calls = [event["data"]["context"] for event in events
+                   if event["node"] == "act" and "context" in event["data"] and not event["data"]["context"].get("pressure")]
+    sizes = [measured["tokens"] for measured in actor_calls]
+    assert len(sizes) == CALLS + 1
+    assert max(sizes) <= LIMIT * 0.8, "a request passed the compaction threshold"
+    usage = report.values["usage"]
+    assert usage["context_tokens"] == max(event["data"]["context"]["tokens"] for event in events
+                                          if "context" in event["data"] and not event["data"]["context"].get("pressure"))
+    assert usage["compactions"] >= 3
+    assert any(event["node"] == "compact" for event in events)
+    half = len(sizes) // 2
+    first, second = sum(sizes[:half]), sum(sizes[half:2 * half])
+    assert second < 1.5 * first, f"context grows with the run: {first} then {second} tokens"  # quadratic growth gives ~3x
+    print(f"\n{CALLS} calls, limit {LIMIT}: request tokens min {min(sizes)} max {max(sizes)}, halves {first} / {second}, "
+          f"all requests {sum(sizes)}, input_tokens {usage['input_tokens']}, compactions {usage['compactions']}")
+
+    last = model_for(report.values["settings"]).last_request("actor")
+    text = "\n".join(str(message.content) for message in last)
+    record = next(str(message.content) for message in last if "Run state record" in str(message.content))
+    assert "Goal: Summarize notes.md" in record and "- names the owner" in record                  # goal and criteria
+    assert "s2 [done]" in record and "depends on: s1" in record                                         # plan and dependencies
+    assert "- a0.0: workspace__read_file -> ok, verified, step s1" in record                         # every call id
+    assert f"- a1.0–a{CALLS - 2}.0 ({CALLS - 2} calls): workspace__read_file -> ok, verified, step -" in record
+    assert f"- a{CALLS - 1}.0: workspace__list_files -> ok, verified, step s2" in record
+    assert "Open questions and blocked steps:" in record                                             # open steps
+    assert f"tool_calls {CALLS}/-" in record and f"/{LIMIT}" in record                          # budget state
+    assert f"run {report.thread_id}" in record and "compaction:1" in record                        # trace pointers
+    assert "escalations: 0 of" in record                                                              # escalation state
+    assert "Draft 0" not in text                                                                      # drafts dropped
+    _assert_one_result_per_call(last)
+
+
+def _assert_one_result_per_call(request: list[Any]) -> None:
+    called = [call["id"] for message in request if isinstance(message, AIMessage) for call in message.tool_calls]
+    answered = [message.tool_call_id for message in request if isinstance(message, ToolMessage)]
+    assert sorted(called) == sorted(answered) and len(set(answered)) == len(answered)
+
+
+async def test_compaction_that_cannot_make_room_halts_before_the_call(run_script, runner):
+    """A limit the must-keep state alone passes: the run stops BUDGET_EXHAUSTED on context_tokens,
+    and the actor is never sent the oversized request. The planner's call was measured."""
+    report = await run_script({"planner": [PLAN_ONE_STEP], "actor": [step("never sent")]},
+                              task={"budget": {"context_tokens": 2_000}}, unattended=True)
+    assert report.status == Terminal.BUDGET_EXHAUSTED
+    assert report.values["ending"]["dimension"] == "context_tokens"
+    assert report.values["ending"]["reason"].startswith("context_tokens: the run's must-keep state alone needs ")
+    assert "actor" not in report.values["usage"]["calls_by_role"]
+    events = await runner.trace(report.thread_id)
+    planned = next(event["data"]["context"] for event in events if event["node"] == "plan")
+    assert planned["role"] == "planner" and planned["tokens"] > 0 and planned["method"] == "estimate"
+    assert report.values["usage"]["context_tokens"] == planned["tokens"]
+    assert [event["node"] for event in events if event["node"] in ("act", "compact")] == ["act", "compact"]
+
+
+async def test_the_model_reads_back_what_compaction_dropped_and_nothing_of_another_run(run_script, long_notes, pool):
+    foreign = await store.put_payload(pool, "another-run", "a0.0", "another run's output")
+    fetches = [{"name": "boundloop__fetch_payload", "args": {"ref": "a0.0"}},
+               {"name": "boundloop__fetch_payload", "args": {"ref": foreign}}]
+    actor = [step(calls=[read(n)]) for n in range(3)] + [step(calls=fetches), step("Ana publishes the notes.")]
+    report = await run_script({"planner": [PLAN_ONE_STEP], "actor": actor, "critic": [CRITIC_PASS]},
+                              task={"budget": {"context_tokens": LIMIT}}, unattended=True, context_threshold=0.5)
+    assert report.status == Terminal.SUCCESS, report.values.get("ending")
+    assert report.values["usage"]["compactions"] >= 1
+    fetched, refused = [await _shown(report, pool, call_id) for call_id in ("a3.0", "a3.1")]
+    assert fetched.startswith("a0.0:\n<tool-output>") and "- Ana: publish the notes" in fetched
+    assert refused.startswith("not_found: nothing is stored under")
+    statuses = {obs["call_id"]: obs["status"] for obs in report.values["observations"]}
+    assert (statuses["a3.0"], statuses["a3.1"]) == ("ok", "not_found")
+    assert report.values["usage"]["per_tool"]["boundloop__fetch_payload"] == 2
+
+
+async def _shown(report: Any, pool: Any, call_id: str) -> str:
+    """The result text the actor was shown for `call_id`: in the conversation, or — when a later
+    compaction dropped it — in the payload store under the call id."""
+    tool_call_id = next(obs["tool_call_id"] for obs in report.values["observations"] if obs["call_id"] == call_id)
+    for message in report.values["messages"]:
+        if isinstance(message, ToolMessage) and message.tool_call_id == tool_call_id:
+            return str(message.content)
+    return (await store.get_call_payload(pool, report.thread_id, call_id)).body

@@ -1,0 +1,42 @@
+"""A test check's failures reach the repair prompt as located, structured records (seed 000 §15.5.2)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+from graph.status import Terminal
+from tests.graph.conftest import CRITIC_FAIL, CRITIC_PASS, PLAN_ONE_STEP, step
+from tests.mcp_servers.sandboxes import searchable_root
+from tests.mcp_servers.test_sandbox_tests import CALC, needs_pytest
+
+TESTS = "from calc import add\n\n\ndef test_add():\n    assert add(1, 2) == 3\n"
+
+
+def write(path: str, content: str) -> dict:
+    return {"name": "workspace__write_file", "args": {"path": path, "content": content}}
+
+
+@needs_pytest
+async def test_a_failing_pytest_run_puts_the_failure_location_in_the_repair_prompt(run_script):
+    with searchable_root() as root:
+        root.chmod(0o777)  # the sandbox's user writes pytest's report here
+        servers = {"mcpServers": {
+            name: {"command": sys.executable, "args": ["-m", f"mcp_servers.{name}", "--root", str(root)], "trusted": True}
+            for name in ("workspace", "sandbox")
+        }}
+        check = {"name": "the tests pass", "kind": "test", "tool": "sandbox__run_tests", "args": {}, "expect_exit_code": 0}
+        report = await run_script(
+            {"planner": [PLAN_ONE_STEP],
+             "actor": [step(calls=[write("calc.py", CALC), write("test_calc.py", TESTS)]), step("written"),
+                       step(calls=[write("calc.py", CALC.replace("a - b", "a + b"))]), step("fixed")],
+             "critic": [CRITIC_FAIL, CRITIC_PASS]},
+            task={"checks": [check], "budget": {"side_effects": 10}}, servers=servers, workspace_root=str(root),
+        )
+    assert report.status == Terminal.SUCCESS, report.values["ending"]
+    repair = report.values["quality"]["repairs"][0]["problems"]
+    assert repair[0] == "the tests pass: test_calc.test_add failed at test_calc.py:5: expected 3, got -1"
+    feedback = [m.content for m in report.values["messages"] if m.type == "human" and "did not pass review" in m.content]
+    assert "test_calc.py:5" in feedback[0]
+    assert report.values["quality"]["verification"]["tests"] == {"passed": 1, "failed": 0, "errors": 0}
