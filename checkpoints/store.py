@@ -47,6 +47,8 @@ class Run:
     """Why a `stopped` run stopped."""
     detail: str | None = None
     """What a `waiting` run waits for; why a `stopped` one stopped."""
+    closed_at: datetime | None = None
+    """When the run ended for good; its trace is read-only from then on."""
 
 
 @dataclass(frozen=True)
@@ -99,6 +101,7 @@ RETURNING *"""
 SET_RUN_STATUS = """
 UPDATE boundloop_runs SET status = %(status)s, result = %(result)s, error = %(error)s, updated_at = now()
 WHERE thread_id = %(thread_id)s"""
+CLOSE_RUN = "UPDATE boundloop_runs SET closed_at = now() WHERE thread_id = %s AND closed_at IS NULL"
 # The lease is a session-level advisory lock on a bigint key: pg_locks shows it as classid (high
 # 32 bits), objid (low 32 bits) and objsubid 1.
 _READ_RUNS = """
@@ -110,7 +113,7 @@ WITH leased AS (
       AND ((l.classid::text::bigint << 32) | l.objid::text::bigint) = hashtextextended('boundloop-run:' || r.thread_id, 0)
   ) AS leased
   FROM boundloop_runs r {where})
-SELECT thread_id, goal, profile, task_hash, created_at, updated_at, result,
+SELECT thread_id, goal, profile, task_hash, created_at, updated_at, result, closed_at,
   CASE WHEN status = 'running' AND NOT leased THEN 'stopped' ELSE status END AS status,
   CASE WHEN status = 'running' AND NOT leased THEN coalesce(error, %(died)s) ELSE error END AS error,
   CASE WHEN status = 'waiting' THEN result ->> 'waiting_for'
@@ -120,6 +123,11 @@ GET_RUN = _READ_RUNS.format(where="WHERE r.thread_id = %(thread_id)s")
 LIST_RUNS = _READ_RUNS.format(where="") + " ORDER BY created_at DESC, thread_id LIMIT %(limit)s"
 APPEND_TRACE = """
 INSERT INTO boundloop_trace (thread_id, kind, node, data) VALUES (%s, %s, %s, %s) RETURNING id"""
+# Several events in one statement (one round trip), in the order given.
+APPEND_EVENTS = """
+INSERT INTO boundloop_trace (thread_id, kind, node, data)
+SELECT %s, e ->> 'kind', e ->> 'node', e -> 'data'
+FROM jsonb_array_elements(%s) WITH ORDINALITY AS events(e, n) ORDER BY n"""
 READ_TRACE = "SELECT * FROM boundloop_trace WHERE thread_id = %s ORDER BY id"
 PUT_PAYLOAD = """
 INSERT INTO boundloop_payloads (thread_id, call_id, sha256, chars, body)
@@ -173,6 +181,12 @@ async def set_run_status(pool: AsyncConnectionPool, thread_id: str, status: str,
         await conn.execute(SET_RUN_STATUS, params)
 
 
+async def close_run(pool: AsyncConnectionPool, thread_id: str) -> None:
+    """The run ended for good (its final checkpoint is saved): its trace takes no more events."""
+    async with pool.connection() as conn:
+        await conn.execute(CLOSE_RUN, (thread_id,))
+
+
 async def get_run(pool: AsyncConnectionPool, thread_id: str) -> Run | None:
     """The run as the registry tells it: `running` only while a process holds its lease."""
     row = await _maybe_one(pool, GET_RUN, {"thread_id": thread_id, "died": DIED_SILENTLY})
@@ -195,6 +209,13 @@ async def append_trace(
     params = (thread_id, kind, node, _json({} if data is None else data))
     row = await _one(pool, APPEND_TRACE, params)
     return row["id"]
+
+
+async def append_events(pool: AsyncConnectionPool, thread_id: str, events: list[tuple[str, str | None, Any]]) -> None:
+    """Append (kind, node, data) events in one round trip, in order."""
+    rows = [{"kind": kind, "node": node, "data": {} if data is None else data} for kind, node, data in events]
+    async with pool.connection() as conn:
+        await conn.execute(APPEND_EVENTS, (thread_id, _json(rows)))
 
 
 async def read_trace(pool: AsyncConnectionPool, thread_id: str) -> list[TraceEvent]:

@@ -33,7 +33,9 @@ from checkpoints.pool import database_url, open_pool
 from checkpoints.saver import postgres_saver
 from graph.builder import RECURSION_LIMIT, build_graph
 from graph.errors import ConfigError, RunExists, RunNotFound, RunStopped
+from graph import langsmith_trace
 from graph.halt import halt
+from graph.trace import REOPENABLE
 from graph.services import MAX_ACTIVE_RUNS, Services
 from graph.status import Terminal
 from graph.task import RunSettings, Task
@@ -222,6 +224,8 @@ class Runner:
             report = await self.report(thread_id)
             if report.waiting:
                 await store.set_run_status(self.pool, thread_id, store.WAITING, result={"waiting_for": _what_for(report)})
+            elif (report.values.get("status") or {}).get("terminal") not in (None, *REOPENABLE):
+                await store.close_run(self.pool, thread_id)  # after finalize's checkpoint: a finalize re-run after a kill still writes its trace
             return report
 
     async def _stream(self, thread_id: str, graph_input: Any, observe: Observer | None, context: RunSettings | None) -> bool:
@@ -236,17 +240,20 @@ class Runner:
         async def consume() -> None:
             # durability="sync": each step's checkpoint is written before the next step starts,
             # so a kill or a cancel loses at most the step in flight.
-            stream = self.graph.astream(graph_input, _config(thread_id), context=context, stream_mode=["updates", "custom"], durability="sync")
-            async for mode, chunk in stream:
-                if mode == "custom":  # e.g. a tool's progress (graph/mcp_scope.py)
-                    if observe and (show := getattr(observe, "custom", None)):
-                        show(chunk)
-                    continue
-                for node, update in chunk.items():
-                    if isinstance(update, dict):
-                        state.update(update)
-                        if observe:
-                            observe(node, update, state)
+            known = await self._known(thread_id, graph_input) if langsmith_trace.enabled() else {}
+            async with langsmith_trace.run_root(thread_id, known, self.services.graph_version) as finish:
+                stream = self.graph.astream(graph_input, _config(thread_id), context=context, stream_mode=["updates", "custom"], durability="sync")
+                async for mode, chunk in stream:
+                    if mode == "custom":  # e.g. a tool's progress (graph/mcp_scope.py)
+                        if observe and (show := getattr(observe, "custom", None)):
+                            show(chunk)
+                        continue
+                    for node, update in chunk.items():
+                        if isinstance(update, dict):
+                            state.update(update)
+                            if observe:
+                                observe(node, update, state)
+                finish({**known, **state})
 
         steps = asyncio.create_task(consume(), name=f"drive:{thread_id}")
         cancel = asyncio.create_task(self._cancel.wait())
@@ -265,6 +272,10 @@ class Runner:
             return True
         steps.result()  # re-raises what stopped the stream
         return False
+
+    async def _known(self, thread_id: str, graph_input: Any) -> dict[str, Any]:
+        """What is known of the run before this drive: its input when it starts, its state when it continues."""
+        return dict(graph_input) if isinstance(graph_input, dict) else dict((await self._snapshot(thread_id)).values)
 
     async def _database_back(self) -> bool:
         """Wait, with backoff, for the database to answer again; then drop the pool's dead connections."""

@@ -139,7 +139,8 @@ class RunSettings(BaseModel):
     """User permission rules, in the policy-file shape {"rules": [...], "trusted_servers": [...]};
     applied together with the profile's presets (deny > ask > allow > default)."""
     user: str = Field(default="default", min_length=1, max_length=200)
-    """Who the run is for (user or tenant): persistent memory is kept and recalled per user and profile."""
+    """Who the run is for (user or tenant): persistent memory is kept and recalled per user and profile;
+    recorded in the trace as its tenant/user scope, and as the approver of a decision that names none."""
     unattended: bool = False
     """No human available: every `ask` decision becomes `deny`, so the run never waits."""
     prices: dict[str, tuple[float, float]] = Field(default_factory=dict)

@@ -137,7 +137,7 @@ def _wait_for_node(db_url: str, thread: str, node: str, *, count: int, process: 
         while time.monotonic() < deadline:
             assert process.poll() is None, "the run ended before the kill point"
             try:
-                seen = conn.execute("SELECT count(*) FROM boundloop_trace WHERE thread_id = %s AND node = %s", (thread, node)).fetchone()[0]
+                seen = conn.execute("SELECT count(*) FROM boundloop_trace WHERE thread_id = %s AND kind = 'node' AND node = %s", (thread, node)).fetchone()[0]
             except psycopg.errors.UndefinedTable:
                 seen = 0
             if seen >= count:

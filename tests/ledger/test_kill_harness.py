@@ -241,7 +241,7 @@ def _kill_points(site: Site, db_url: str, side_effects: int) -> list[str]:
     """Every node boundary the run passed, from its trace (entering and leaving each occurrence of
     each phase node), and every tool point of every side-effecting call."""
     with psycopg.connect(db_url, autocommit=True) as conn:
-        nodes = [row[0] for row in conn.execute("SELECT node FROM boundloop_trace WHERE thread_id = %s ORDER BY id", (site.thread,))]
+        nodes = [row[0] for row in conn.execute("SELECT node FROM boundloop_trace WHERE thread_id = %s AND kind = 'node' ORDER BY id", (site.thread,))]
     seen: Counter[str] = Counter()
     points = []
     for node in nodes:

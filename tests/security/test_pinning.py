@@ -64,7 +64,7 @@ async def test_a_tool_its_server_redefines_mid_run_is_refused_at_dispatch_and_a_
     assert [spec["name"] for spec in pinned["specs"]] == ["echo_header", "env_value", "lookup"]
     assert next(spec for spec in pinned["specs"] if spec["name"] == "lookup")["description"] == "Look a key up (read-only)."
     assert report.values["boundary"]["tool_registry_version"] == pinned["version"]
-    assert trace[0].node == "intake" and trace[0].data["tool_registry_version"] == pinned["version"]
+    assert trace[0].node == "intake" and trace[0].data["run"]["tool_registry_version"] == pinned["version"]
 
 
 async def test_a_resumed_run_plans_and_acts_before_its_servers_start_and_starts_them_at_dispatch(db_url, tmp_path):

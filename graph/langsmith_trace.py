@@ -1,0 +1,82 @@
+"""langsmith_trace: a run as one LangSmith tree, when LANGSMITH_TRACING=true (off by default).
+
+The tree: a `boundloop.run` root (metadata: run id, profile, policy hash, graph version, budget
+limits, terminal code, confidence; tags: profile, status) → LangGraph's runs of each phase → the
+model calls (LangChain's own runs, with the role in their metadata) and each tool call as a `tool`
+run (server, tool, decision, rule, ledger key, outcome). Approvals, escalations and interrupts are
+events on the run of the node that made them. Off, nothing here imports langsmith or sends anything.
+"""
+
+from __future__ import annotations
+
+import os
+from contextlib import asynccontextmanager, contextmanager
+from typing import Any, AsyncIterator, Callable, Iterator
+
+Finish = Callable[[dict[str, Any]], None]
+
+
+def enabled() -> bool:
+    return os.environ.get("LANGSMITH_TRACING", "").strip().lower() == "true"
+
+
+@asynccontextmanager
+async def run_root(run_id: str, known: dict[str, Any], graph_version: str) -> AsyncIterator[Finish]:
+    """Wrap one drive of a run; call the yielded `finish(state)` with the state it reached."""
+    if not enabled():
+        yield lambda state: None
+        return
+    import langsmith
+
+    boundary = known.get("boundary") or {}
+    profile = boundary.get("profile") or (known.get("task") or {}).get("profile") or "unknown"
+    metadata = {"run_id": run_id, "profile": profile, "graph_version": graph_version, "policy_hash": boundary.get("policy_hash"),
+                "budget_limits": known.get("budget")}
+    async with langsmith.trace("boundloop.run", run_type="chain", inputs={"run_id": run_id, "goal": (known.get("task") or {}).get("goal")},
+                               metadata=metadata, tags=["boundloop", f"profile:{profile}"]) as root:
+
+        def finish(state: dict[str, Any]) -> None:
+            status = (state.get("status") or {}).get("terminal") or "waiting"
+            boundary = state.get("boundary") or {}
+            root.add_metadata({"terminal_code": status, "confidence": (state.get("result") or {}).get("confidence"),
+                               "policy_hash": boundary.get("policy_hash") or metadata["policy_hash"],
+                               "budget_limits": state.get("budget") or metadata["budget_limits"]})
+            root.add_tags([f"status:{status}"])
+            root.end(outputs={"status": status, "result": state.get("result")})
+
+        yield finish
+    from langchain_core.tracers.langchain import wait_for_all_tracers
+
+    wait_for_all_tracers()  # a process that exits right after must not lose the root's final patch
+
+
+@contextmanager
+def tool_run(payload: dict[str, Any]) -> Iterator[Callable[[list[dict[str, Any]]], None]]:
+    """A tool call as a `tool` run under its node's run; call the yielded function with the call's trace records."""
+    if not enabled():
+        yield lambda calls: None
+        return
+    import langsmith
+
+    call = payload.get("call") or {}
+    metadata = {"server": call.get("server"), "tool": call.get("name"), "decision": "approved" if call.get("ask") else "allow",
+                "rule": call.get("rule"), "call_id": call.get("call_id"), "args_hash": call.get("args_hash")}
+    with langsmith.trace(f"tool:{call.get('name')}", run_type="tool", inputs={"args_hash": call.get("args_hash"), "call_id": call.get("call_id")},
+                         metadata=metadata, tags=["tool"]) as span:
+
+        def done(calls: list[dict[str, Any]]) -> None:
+            record = next(iter(calls), {})
+            span.add_metadata({"ledger_key": record.get("ledger_key"), "outcome": record.get("status")})
+            span.end(outputs={"status": record.get("status"), "sha256": record.get("sha256"), "observation_pointer": record.get("observation_pointer")})
+
+        yield done
+
+
+def event(name: str, data: dict[str, Any]) -> None:
+    """An approval, escalation or interrupt, as an event on the current node's run."""
+    if not enabled():
+        return
+    from langsmith.run_helpers import get_current_run_tree
+
+    if (current := get_current_run_tree()) is not None:
+        current.add_event({"name": name, "kwargs": data})

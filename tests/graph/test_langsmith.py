@@ -1,0 +1,67 @@
+"""With LANGSMITH_TRACING=true a run arrives in LangSmith as one tree per drive: the run, its phases,
+the model calls with their role, each tool call as a `tool` run, approvals and interrupts as events.
+Off (the default), nothing is sent. The LangSmith API is a loopback stand-in (langsmith_capture.py)."""
+
+from __future__ import annotations
+
+import json
+
+from tests.graph.conftest import CRITIC_PASS, PLAN_ONE_STEP, READ_NOTES, step
+from tests.graph.langsmith_capture import langsmith_stand_in
+from tests.graph.test_cli import _env, boundloop
+
+MOVE = {"name": "workspace__move_file", "args": {"source": "notes.md", "destination": "old.md"}}
+
+
+def _children(capture, parent: dict) -> list[dict]:
+    return [run for run in capture.runs.values() if str(run.get("parent_run_id")) == str(parent["id"])]
+
+
+def test_a_run_is_one_langsmith_tree_with_tool_runs_and_events(db_url, workspace, tmp_path):
+    script = tmp_path / "script.json"
+    script.write_text(json.dumps({"model_id": "scripted-test", "roles": {
+        "planner": [PLAN_ONE_STEP], "actor": [step(calls=[READ_NOTES, MOVE]), step("done")], "critic": [CRITIC_PASS]}}))
+    with langsmith_stand_in() as (url, capture):
+        env = _env(LANGSMITH_TRACING="true", LANGSMITH_ENDPOINT=url, LANGSMITH_API_KEY="test-key")
+        common = ("--database-url", db_url, "--json")
+        started = boundloop("run", "Summarize notes.md", "--profile", "coding_assistant", "--model", "scripted", "--script", str(script),
+                            "--workspace", str(workspace), "--thread", "ls-run", *common, env=env)
+        assert json.loads(started.stdout)["status"] == "CONFIRM_REQUIRED", started.stderr
+        finished = boundloop("approve", "ls-run", "a0.1", "--as", "ana", *common, env=env)
+        assert json.loads(finished.stdout)["status"] == "SUCCESS", finished.stderr
+
+    first, second = sorted(capture.by_name("boundloop.run"), key=lambda run: run["start_time"])
+    for root in (first, second):
+        assert root.get("parent_run_id") is None and root["run_type"] == "chain"
+        metadata = root["extra"]["metadata"]
+        assert metadata["run_id"] == "ls-run" and metadata["profile"] == "coding_assistant"
+        assert metadata["graph_version"] and metadata["policy_hash"] and metadata["budget_limits"]["tool_calls"]
+        assert "confidence" in metadata and "profile:coding_assistant" in root["tags"]
+    assert first["extra"]["metadata"]["terminal_code"] == "waiting" and "status:waiting" in first["tags"]
+    assert second["extra"]["metadata"]["terminal_code"] == "SUCCESS" and "status:SUCCESS" in second["tags"]
+
+    phases = {run["name"] for root in (first, second) for graph_run in _children(capture, root) for run in _children(capture, graph_run)}
+    assert {"intake", "plan", "validate_plan", "act", "gate", "execute", "approve", "observe", "verify", "finalize"} <= phases
+    models = [run for run in capture.runs.values() if run["run_type"] == "llm"]
+    assert {run["extra"]["metadata"]["boundloop_role"] for run in models} >= {"planner", "actor", "critic"}
+
+    tools = {run["extra"]["metadata"]["tool"]: run for run in capture.runs.values() if run["run_type"] == "tool"}
+    read, move = tools["workspace__read_file"], tools["workspace__move_file"]
+    assert capture.runs[str(read["parent_run_id"])]["name"] == "execute"
+    assert {key: read["extra"]["metadata"][key] for key in ("server", "decision", "outcome", "ledger_key")} == {
+        "server": "workspace", "decision": "allow", "outcome": "ok", "ledger_key": None}
+    assert read["extra"]["metadata"]["rule"]
+    assert move["extra"]["metadata"]["decision"] == "approved" and move["extra"]["metadata"]["ledger_key"].startswith("bl-")
+    assert move["extra"]["metadata"]["outcome"] == "ok" and move["trace_id"] == second["id"]
+
+    events = [(run["name"], event["name"]) for run in capture.runs.values() for event in run.get("events") or [] if event.get("name") != "start"]
+    assert ("approve", "interrupt") in events and ("approve", "tool_approval") in events
+
+
+async def test_tracing_is_off_by_default_and_sends_nothing(run_script, monkeypatch):
+    with langsmith_stand_in() as (url, capture):
+        monkeypatch.setenv("LANGSMITH_ENDPOINT", url)
+        monkeypatch.setenv("LANGSMITH_API_KEY", "test-key")
+        done = await run_script({"planner": [PLAN_ONE_STEP], "actor": [step(calls=[READ_NOTES]), step("done")], "critic": [CRITIC_PASS]})
+        assert done.status == "SUCCESS"
+    assert capture.requests == []
