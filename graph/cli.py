@@ -390,3 +390,4 @@ def _guarded(action: Any) -> None:
 
 
 import graph.cli_workers  # noqa: E402,F401  (registers `submit` and `worker` on `app`)
+import graph.cli_eval  # noqa: E402,F401  (registers `eval` on `app`)
