@@ -31,6 +31,7 @@ def eval_suite(
     suite_file: Annotated[Path, typer.Argument(metavar="SUITE", help="Suite JSON file, e.g. graph/evals/default.json.")],
     quick: Annotated[bool, typer.Option("--quick", help="Run only the scenarios the suite marks `quick`.")] = False,
     as_json_flag: JsonFlag = False,
+    markdown: Annotated[bool, typer.Option("--markdown", help="Print the metrics as a Markdown table (the README's).")] = False,
     database_url: DbFlag = None,
 ) -> None:
     """Run a suite of scenarios and print seed 001's metrics; exit 1 when a suite threshold is missed."""
@@ -47,6 +48,8 @@ def eval_suite(
             seconds = time.monotonic() - started
             if as_json_flag:
                 out.print_json(json.dumps(_document(suite, outcomes, metrics, missed, seconds)))
+            elif markdown:
+                print(markdown_table(suite, outcomes, metrics))
             else:
                 _render(suite, outcomes, metrics, missed, seconds)
 
@@ -93,21 +96,31 @@ def metrics_table(metrics: dict[str, Metric], thresholds: dict[str, Bound]) -> T
     for column in ("metric", "value", "threshold", "measured from"):
         table.add_column(column)
     for name, metric in metrics.items():
-        table.add_row(name, format_value(name, metric.value), _bound(thresholds.get(name)), metric.detail)
+        table.add_row(name, format_value(name, metric.value), _bound(name, thresholds.get(name)), metric.detail)
     return table
+
+
+def markdown_table(suite: Suite, outcomes: list[RunOutcome], metrics: dict[str, Metric]) -> str:
+    modes = {mode: sum(run.mode == mode for run in outcomes) for mode in dict.fromkeys(run.mode for run in outcomes)}
+    lines = [f"{len(outcomes)} runs of {len(suite.scenarios)} scenarios (" + ", ".join(f"{mode} {count}" for mode, count in modes.items()) + ")",
+             "", "| metric | value | threshold | measured from |", "|---|---|---|---|"]
+    for name, metric in metrics.items():
+        lines.append(f"| {name} | {format_value(name, metric.value)} | {_bound(name, suite.thresholds.get(name))} | {metric.detail} |")
+    return "\n".join(lines)
 
 
 def format_value(name: str, value: float | None) -> str:
     if value is None:
         return "not measured"
     if name in RATES:
-        return f"{value:.1%}"
+        return f"{value:.0%}" if value in (0, 1) else f"{value:.1%}"
     if name == "cost_per_success":
         return f"${value:.4f}"
     return f"{value:.3g}"
 
 
-def _bound(bound: Bound | None) -> str:
+def _bound(name: str, bound: Bound | None) -> str:
     if bound is None:
         return ""
-    return " ".join(part for part in (f">= {bound.min:g}" if bound.min is not None else "", f"<= {bound.max:g}" if bound.max is not None else "") if part)
+    parts = [f">= {format_value(name, bound.min)}" if bound.min is not None else "", f"<= {format_value(name, bound.max)}" if bound.max is not None else ""]
+    return " ".join(part for part in parts if part)
