@@ -1,5 +1,5 @@
 """`boundloop eval`: metrics checked by hand on a three-scenario suite, the gate's exit code, and
-one clear line for a bad suite file."""
+one clear line for a bad suite file, and a scenario on an OpenAI-compatible endpoint."""
 
 from __future__ import annotations
 
@@ -11,8 +11,11 @@ import pytest
 from typer.testing import CliRunner
 
 from graph.cli import app
+from graph.evals.harness import run_suite
 from graph.evals.metrics import Metric, misses
-from graph.evals.suite import Bound
+from graph.evals.suite import Bound, Suite
+from graph.runner import Runner
+from tests.graph.fake_openai import FakeOpenAI
 
 NOTES = {"notes.md": "Action items:\n- Ana: publish the notes\n"}
 TASK = {"goal": "Summarize notes.md", "acceptance_criteria": ["the answer names Ana's action item"]}
@@ -98,3 +101,15 @@ def test_a_bad_suite_file_is_one_line_and_exit_2(tmp_path: Path) -> None:
     assert result.exit_code == 2
     lines = result.output.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith(f"error: suite '{suite}' is malformed at scenarios[1] (detour).expect.terminal: Input should be")
+
+
+async def test_a_scenario_can_run_against_an_openai_compatible_endpoint(db_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-key")
+    with FakeOpenAI() as fake:
+        suite = Suite.model_validate({"name": "endpoint", "settings": {"prices": {"fake-model": [2.0, 8.0]}}, "scenarios": [
+            {"name": "provider", "mode": "golden", "task": TASK, "workspace": NOTES,
+             "endpoint": {"model": "fake-model", "base_url": fake.base_url}, "expect": {"terminal": "SUCCESS"}}]})
+        async with Runner(db_url) as runner:
+            [outcome] = await run_suite(runner, suite)
+    assert (outcome.terminal, outcome.problems) == ("SUCCESS", [])
+    assert {"planner", "actor", "judge", "critic"} <= set(fake.roles)
