@@ -133,6 +133,8 @@ def load_suite(path: str | Path) -> Suite:
         raw = json.loads(file.read_text())
     except FileNotFoundError:
         raise SuiteError(f"suite {str(file)!r} not found; pass the path of a suite JSON file (e.g. graph/evals/default.json)") from None
+    except (OSError, UnicodeDecodeError) as error:
+        raise SuiteError(f"suite {str(file)!r} cannot be read ({error}); pass a readable UTF-8 JSON file") from None
     except json.JSONDecodeError as error:
         raise SuiteError(f"suite {str(file)!r} is not valid JSON (line {error.lineno}, column {error.colno}: {error.msg})") from None
     try:
