@@ -15,6 +15,7 @@ from graph.evals.harness import run_suite
 from graph.evals.metrics import compute, misses
 from graph.evals.suite import load_suite, quick_selection
 from graph.runner import Runner
+from graph.status import Terminal
 
 SUITE = Path(str(resources.files("graph") / "evals" / "default.json"))
 FULL = os.environ.get("BOUNDLOOP_EVAL_FULL") == "1"
@@ -34,5 +35,7 @@ def test_the_shipped_suite_covers_seed_001s_test_modes_and_every_budget_dimensio
     assert len(suite.scenarios) >= 40
     assert {scenario.mode for scenario in suite.scenarios} == {"golden", "fault", "budget", "escalation", "replay", "policy", "soak"}
     assert {scenario.mode for scenario in quick_selection(suite).scenarios} == {scenario.mode for scenario in suite.scenarios}
+    ended = {scenario.expect.terminal.value for scenario in suite.scenarios}
+    assert ended == {code.value for code in Terminal} - {"USER_CANCEL"}  # a cancel needs a person at Ctrl-C (tests/graph covers it)
     stressed = {name for scenario in suite.scenarios if scenario.mode == "budget" for name in scenario.task.budget}
     assert stressed == set(Budget.model_fields) - {"parallel_calls"}  # parallel_calls is a width, not a cap
