@@ -77,6 +77,23 @@ MIGRATIONS = [  # position = version; append, never edit or reorder
     " payload JSONB)",
     "CREATE INDEX boundloop_approvals_thread_idx ON boundloop_approvals (thread_id, call_id)",
     "CREATE UNIQUE INDEX boundloop_approvals_call_key ON boundloop_approvals (thread_id, call_id)",
+    # A run is closed when it ended for good (finalize with any code but a reopenable one).
+    "ALTER TABLE boundloop_runs ADD COLUMN closed_at TIMESTAMPTZ",
+    # The trace is append-only while the run is open and read-only once it closed: rows are never
+    # updated or deleted, and nothing is appended to a closed run. Only the database owner can
+    # step around this (e.g. session_replication_role = replica), which `boundloop replay` catches.
+    "CREATE FUNCTION boundloop_trace_guard() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN"
+    " IF TG_OP <> 'INSERT' THEN"
+    "  RAISE EXCEPTION 'boundloop_trace is append-only: % refused', TG_OP USING ERRCODE = 'insufficient_privilege';"
+    " END IF;"
+    " IF EXISTS (SELECT 1 FROM boundloop_runs WHERE thread_id = NEW.thread_id AND closed_at IS NOT NULL) THEN"
+    "  RAISE EXCEPTION 'run % is closed: its trace is read-only', NEW.thread_id USING ERRCODE = 'insufficient_privilege';"
+    " END IF;"
+    " RETURN NEW; END $$",
+    "CREATE TRIGGER boundloop_trace_append_only BEFORE INSERT OR UPDATE OR DELETE ON boundloop_trace"
+    " FOR EACH ROW EXECUTE FUNCTION boundloop_trace_guard()",
+    "CREATE TRIGGER boundloop_trace_no_truncate BEFORE TRUNCATE ON boundloop_trace"
+    " FOR EACH STATEMENT EXECUTE FUNCTION boundloop_trace_guard()",
 ]
 
 # Any constant works as long as nothing else in the database uses it: b"boundloo" as an int8.

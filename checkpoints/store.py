@@ -47,6 +47,8 @@ class Run:
     """Why a `stopped` run stopped."""
     detail: str | None = None
     """What a `waiting` run waits for; why a `stopped` one stopped."""
+    closed_at: datetime | None = None
+    """When the run ended for good; its trace is read-only from then on."""
 
 
 @dataclass(frozen=True)
@@ -89,12 +91,13 @@ class LedgerEntry:
 
 
 UPSERT_RUN = """
-INSERT INTO boundloop_runs (thread_id, goal, profile, status, task_hash, result, error)
-VALUES (%(thread_id)s, %(goal)s, %(profile)s, %(status)s, %(task_hash)s, %(result)s, %(error)s)
+INSERT INTO boundloop_runs (thread_id, goal, profile, status, task_hash, result, error, closed_at)
+VALUES (%(thread_id)s, %(goal)s, %(profile)s, %(status)s, %(task_hash)s, %(result)s, %(error)s,
+        CASE WHEN %(closed)s THEN now() END)
 ON CONFLICT (thread_id) DO UPDATE SET
   goal = EXCLUDED.goal, profile = EXCLUDED.profile, status = EXCLUDED.status,
   task_hash = EXCLUDED.task_hash, result = EXCLUDED.result, error = EXCLUDED.error,
-  updated_at = now()
+  closed_at = EXCLUDED.closed_at, updated_at = now()
 RETURNING *"""
 SET_RUN_STATUS = """
 UPDATE boundloop_runs SET status = %(status)s, result = %(result)s, error = %(error)s, updated_at = now()
@@ -110,7 +113,7 @@ WITH leased AS (
       AND ((l.classid::text::bigint << 32) | l.objid::text::bigint) = hashtextextended('boundloop-run:' || r.thread_id, 0)
   ) AS leased
   FROM boundloop_runs r {where})
-SELECT thread_id, goal, profile, task_hash, created_at, updated_at, result,
+SELECT thread_id, goal, profile, task_hash, created_at, updated_at, result, closed_at,
   CASE WHEN status = 'running' AND NOT leased THEN 'stopped' ELSE status END AS status,
   CASE WHEN status = 'running' AND NOT leased THEN coalesce(error, %(died)s) ELSE error END AS error,
   CASE WHEN status = 'waiting' THEN result ->> 'waiting_for'
@@ -120,6 +123,11 @@ GET_RUN = _READ_RUNS.format(where="WHERE r.thread_id = %(thread_id)s")
 LIST_RUNS = _READ_RUNS.format(where="") + " ORDER BY created_at DESC, thread_id LIMIT %(limit)s"
 APPEND_TRACE = """
 INSERT INTO boundloop_trace (thread_id, kind, node, data) VALUES (%s, %s, %s, %s) RETURNING id"""
+# Several events in one statement (one round trip), in the order given.
+APPEND_EVENTS = """
+INSERT INTO boundloop_trace (thread_id, kind, node, data)
+SELECT %s, e ->> 'kind', e ->> 'node', e -> 'data'
+FROM jsonb_array_elements(%s) WITH ORDINALITY AS events(e, n) ORDER BY n"""
 READ_TRACE = "SELECT * FROM boundloop_trace WHERE thread_id = %s ORDER BY id"
 PUT_PAYLOAD = """
 INSERT INTO boundloop_payloads (thread_id, call_id, sha256, chars, body)
@@ -157,10 +165,12 @@ async def upsert_run(
     task_hash: str,
     result: Any = None,
     error: str | None = None,
+    closed: bool = False,
 ) -> Run:
-    """Register the run or update it in place (created_at is kept)."""
+    """Register the run or update it in place (created_at is kept). `closed`: the run ended for
+    good, and its trace takes no more events."""
     params = dict(thread_id=thread_id, goal=storable(goal), profile=profile, status=status,
-                  task_hash=task_hash, result=_json(result), error=storable(error))
+                  task_hash=task_hash, result=_json(result), error=storable(error), closed=closed)
     return Run(**await _one(pool, UPSERT_RUN, params))
 
 
@@ -194,6 +204,13 @@ async def append_trace(
     params = (thread_id, kind, node, _json({} if data is None else data))
     row = await _one(pool, APPEND_TRACE, params)
     return row["id"]
+
+
+async def append_events(pool: AsyncConnectionPool, thread_id: str, events: list[tuple[str, str | None, Any]]) -> None:
+    """Append (kind, node, data) events in one round trip, in order."""
+    rows = [{"kind": kind, "node": node, "data": {} if data is None else data} for kind, node, data in events]
+    async with pool.connection() as conn:
+        await conn.execute(APPEND_EVENTS, (thread_id, _json(rows)))
 
 
 async def read_trace(pool: AsyncConnectionPool, thread_id: str) -> list[TraceEvent]:

@@ -7,10 +7,12 @@ without a checkpointer for `langgraph dev` (the server supplies Postgres through
 from __future__ import annotations
 
 import time
-from typing import Any, Awaitable, Callable
+from contextlib import asynccontextmanager
+from typing import Any, AsyncIterator, Awaitable, Callable
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.config import get_stream_writer
+from langgraph.errors import GraphInterrupt
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.runtime import Runtime
@@ -23,7 +25,7 @@ from graph.progress import phase_progress
 from graph.services import Services, current_run_id
 from graph.state import LoopState
 from graph.task import RunInput, RunSettings
-from graph.trace import record_node
+from graph.trace import graph_version, record_interrupt, record_node, record_task
 from nodes.act import act
 from nodes.approve import approve
 from nodes.commit import commit
@@ -90,6 +92,7 @@ def build_graph(*, checkpointer: BaseCheckpointSaver | None = None, services: Se
     builder.add_edge("finalize", END)
     compiled = builder.compile(checkpointer=checkpointer, name="boundloop")
     check_graph(compiled)
+    services.graph_version = graph_version(compiled)
     return compiled.with_config(recursion_limit=RECURSION_LIMIT)
 
 
@@ -106,8 +109,9 @@ def _phase_node(name: str, node: Node, services: Services) -> Node:
     async def phase_node(state: dict[str, Any]) -> dict[str, Any]:
         crash_point(f"enter:{name}")
         started = time.perf_counter()
-        with deadline.step_deadline(deadline.budget_left_s(state.get("budget"), state.get("usage"))):
-            update = await node(state, services)
+        async with _interrupts_traced(name, services):
+            with deadline.step_deadline(deadline.budget_left_s(state.get("budget"), state.get("usage"))):
+                update = await node(state, services)
         return await _settle(name, state, update, started, services)
 
     phase_node.__name__ = name
@@ -116,11 +120,25 @@ def _phase_node(name: str, node: Node, services: Services) -> Node:
 
 def _task_node(node: Node, services: Services) -> Node:
     async def task_node(payload: dict[str, Any]) -> dict[str, Any]:
-        with deadline.step_deadline(payload.get("wall_clock_left_s")):
-            return await node(payload, services)
+        started = time.perf_counter()
+        async with _interrupts_traced(node.__name__, services):
+            with deadline.step_deadline(payload.get("wall_clock_left_s")):
+                update = await node(payload, services)
+        await record_task(services, current_run_id(), node.__name__, payload, update, time.perf_counter() - started)
+        return update
 
     task_node.__name__ = node.__name__
     return task_node
+
+
+@asynccontextmanager
+async def _interrupts_traced(name: str, services: Services) -> AsyncIterator[None]:
+    """A node that stops to ask a human leaves an `interrupt` event with its requests."""
+    try:
+        yield
+    except GraphInterrupt as stopped:
+        await record_interrupt(services, current_run_id(), name, list(stopped.args[0]) if stopped.args else [])
+        raise
 
 
 async def _settle(name: str, state: dict[str, Any], update: dict[str, Any], started: float, services: Services) -> dict[str, Any]:

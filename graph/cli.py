@@ -54,6 +54,7 @@ WorkspaceOpt = Annotated[Optional[Path], typer.Option("--workspace", help="Root 
 ServersOpt = Annotated[Optional[Path], typer.Option("--servers", help="MCP servers file in the mcpServers JSON shape.")]
 PolicyOpt = Annotated[Optional[Path], typer.Option("--policy", help="Permission rules file (JSON): {\"rules\": [{\"action\", \"server\", \"tool\", \"arguments\", \"id\"}]}.")]
 UnattendedOpt = Annotated[bool, typer.Option("--unattended", help="No human: every ask becomes deny; never waits.")]
+UserOpt = Annotated[Optional[str], typer.Option("--user", help="Tenant/user scope the run acts for (recorded in its trace; the default approver).")]
 ApprovalTimeoutOpt = Annotated[Optional[float], typer.Option("--approval-timeout", help="Seconds an approval may wait; later decisions count as rejections.")]
 """The run options `run` and `submit` share."""
 
@@ -75,6 +76,7 @@ def run(
     policy: PolicyOpt = None,
     unattended: UnattendedOpt = False,
     approval_timeout: ApprovalTimeoutOpt = None,
+    user: UserOpt = None,
     thread: Annotated[Optional[str], typer.Option("--thread", help="Run id (thread id) to use.")] = None,
     as_json: JsonFlag = False,
     database_url: DbFlag = None,
@@ -113,13 +115,20 @@ def runs(limit: int = 50, as_json: JsonFlag = False, database_url: DbFlag = None
 
 @app.command()
 def show(run_id: str, as_json: JsonFlag = False, database_url: DbFlag = None) -> None:
-    """Show a run: phase history, budget used against its limits, terminal status and result."""
+    """Show a run: what it did in one sentence, phase history, budget used against its limits, terminal status and result."""
 
     async def body(runner: Runner) -> None:
+        from graph.cli_trace import show_header
+        from graph.trace_check import missing_trace_fields
+
         report, trace = await runner.report(run_id), await runner.trace(run_id)
+        sentence, complete = show_header(trace, missing := await missing_trace_fields(runner.pool, run_id))
         if as_json:
-            out.print_json(json.dumps(secrets.redact(_report_json(report) | {"trace": trace}), default=str))
+            extra = {"explanation": sentence, "missing_trace_fields": missing, "trace": trace}
+            out.print_json(json.dumps(secrets.redact(_report_json(report) | extra), default=str))
         else:
+            out.print(sentence, highlight=False)
+            out.print(complete, highlight=False)
             render_trace(out, trace)
             render_report(out, report)
 
@@ -237,8 +246,8 @@ def _settings(options: dict[str, Any]) -> RunSettings:
         if not math.isfinite(timeout) or timeout < 0:
             raise ConfigError(f"--approval-timeout {timeout:g} is not a number of seconds, 0 or more; e.g. --approval-timeout 3600")
         values["approval_timeout_s"] = timeout
-    for key in ("base_url", "script"):
-        if options[key]:
+    for key in ("base_url", "script", "user"):
+        if options.get(key):
             values[key] = str(options[key])
     if options["servers"]:
         values["servers"] = str(options["servers"].resolve())  # read when a server starts: its secrets never enter the run's state
@@ -390,4 +399,5 @@ def _guarded(action: Any) -> None:
 
 
 import graph.cli_workers  # noqa: E402,F401  (registers `submit` and `worker` on `app`)
+import graph.cli_trace  # noqa: E402,F401  (registers `replay` on `app`)
 import graph.cli_eval  # noqa: E402,F401  (registers `eval` on `app`)

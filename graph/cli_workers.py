@@ -19,7 +19,7 @@ from checkpoints.queue import driven_by_workers
 from graph import workers
 from graph.cli import (
     ApprovalTimeoutOpt, BaseUrlOpt, BudgetOpt, ConfigOpt, CriteriaOpt, DbFlag, JsonFlag, ModelOpt, PolicyOpt, ProfileOpt,
-    ScriptOpt, ServersOpt, UnattendedOpt, WorkspaceOpt, _guarded, _settings, _task, _with_runner, app, err, out,
+    ScriptOpt, ServersOpt, UnattendedOpt, UserOpt, WorkspaceOpt, _guarded, _settings, _task, _with_runner, app, err, out,
 )
 from graph.errors import ConfigError
 from graph.models import model_for
@@ -49,6 +49,7 @@ def submit(
     policy: PolicyOpt = None,
     unattended: UnattendedOpt = False,
     approval_timeout: ApprovalTimeoutOpt = None,
+    user: UserOpt = None,
     thread: Annotated[Optional[str], typer.Option("--thread", help="Run id (thread id) of the one task submitted.")] = None,
     as_json: JsonFlag = False,
     database_url: DbFlag = None,

@@ -103,7 +103,8 @@ def render_trace(console: Console, events: list[dict[str, Any]]) -> None:
     table = Table("at", "node", "ms", "detail", title="phase history")
     for event in events:
         data = event.get("data") or {}
-        detail = data.get("ending", {}).get("code", "") or ", ".join(f"{call['tool']}:{call['status']}" for call in data.get("calls", []))
+        detail = data.get("ending", {}).get("code", "") or ", ".join(
+            [f"{call['tool']}:{call['decision']}" for call in data.get("decisions", [])] + [f"{call['name']}:{call['status']}" for call in data.get("tool_calls", [])])
         if event.get("kind") == "model_retry":
             detail = f"model retry {data.get('retry')} ({data.get('role')}): {data.get('error')}"
         table.add_row(str(event.get("at", ""))[11:23], event.get("node") or event.get("kind", ""), f"{data.get('elapsed_ms', '')}", detail)

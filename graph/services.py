@@ -64,6 +64,8 @@ class Services:
         self._bridge_locks: dict[str, asyncio.Lock] = {}
         self._write_locks: dict[str, asyncio.Lock] = {}
         self._drives: dict[str, tuple[asyncio.Lock, int]] = {}
+        self.graph_version = ""
+        """Hash of the compiled graph's nodes and edges (graph.trace.graph_version), set by build_graph."""
 
     @asynccontextmanager
     async def driving(self, run_id: str, *, on_error: Callable[[BaseException], Awaitable[None]] | None = None) -> AsyncIterator[None]:

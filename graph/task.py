@@ -136,6 +136,9 @@ class RunSettings(BaseModel):
     policy: Annotated[dict[str, Any], WithJsonSchema(policy_schema())] | None = None
     """User permission rules, in the policy-file shape {"rules": [...], "trusted_servers": [...]};
     applied together with the profile's presets (deny > ask > allow > default)."""
+    user: str | None = None
+    """Tenant/user scope the run acts for (recorded in its trace); also who a decision is recorded as
+    made by when it names no approver."""
     unattended: bool = False
     """No human available: every `ask` decision becomes `deny`, so the run never waits."""
     prices: dict[str, tuple[float, float]] = Field(default_factory=dict)

@@ -1,37 +1,196 @@
-"""trace: write what each node did to the run's trace, and keep the run registry current.
+"""trace: write what each step did to the run's trace (seed 001's Agent Run Trace), and keep the run
+registry current.
 
-One trace event per node (phase, time spent, ending if any); the run registry row is created at
-intake and closed at finalize with the terminal code and artifact. The full picture — what the
-run was allowed to do, the path, the tools, the budget, why it stopped — is `explain()` in the CLI,
-read from these events and the checkpointed state. The intake event carries the tool registry
-version (the hash of the tool definitions pinned for the run). Events are redacted before they are
-written (tools/secrets.py): no credential-named key or known secret value reaches the trace.
+Each node writes its events in one statement when it settles: the node event (step, the verified
+checkpoint it started from, the budget vector it spent and the run's total after it, the tool
+decisions or calls it made, validation results, escalations, the terminal code) plus, at intake,
+the run header: user scope, goal, autonomy-boundary version, workflow-graph version, model and
+prompt versions per role, tool registry version. An interrupt writes an `interrupt` event with the
+request. The trace is append-only, and read-only once the run closed (checkpoints/schema.py);
+`graph.trace_check` says what a run's trace lacks, `graph.replay` validates its trajectory.
+Events are redacted before they are written (tools/secrets.py).
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 from typing import Any
 
+from langgraph.config import get_config
+from langgraph.graph.state import CompiledStateGraph
+
 from checkpoints import store
+from graph import prompts
+from graph.budget import add_usage
 from graph.services import Services
+from graph.status import Terminal
 from tools import secrets
+from tools.ledger import idempotency_key
+
+ROLES = ("planner", "actor", "judge", "critic")
+PROMPTS = {"planner": prompts.PLANNER, "actor": prompts.ACTOR + prompts.SCHEMA_RULE, "judge": prompts.JUDGE, "critic": prompts.CRITIC}
+BUDGET_KEYS = ("tokens", "cost_usd", "calls", "retries", "time_s", "context_tokens", "memory_writes")
+"""The budget vector of seed 001: tokens, cost, calls, retries, time, context, memory writes."""
+REOPENABLE = frozenset({Terminal.UNAVAILABLE_DEP.value})
+"""Terminal codes a run can be continued from (runner._reopening): its trace stays open."""
+ESCALATING_NODES = ("approve", "escalate")
+
+
+def digest(value: Any) -> str:
+    return hashlib.sha256(json.dumps(value, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def graph_version(compiled: CompiledStateGraph) -> str:
+    """A hash of the compiled graph's nodes and edges (conditional edges marked as such)."""
+    drawn = compiled.get_graph()
+    return digest({"nodes": sorted(drawn.nodes), "edges": sorted([e.source, e.target, bool(e.conditional)] for e in drawn.edges)})
+
+
+def prompt_versions() -> dict[str, str]:
+    return {role: hashlib.sha256(text.encode()).hexdigest()[:16] for role, text in PROMPTS.items()} | {"label": prompts.PROMPT_VERSION}
+
+
+def budget_vector(usage: dict[str, Any] | None) -> dict[str, Any]:
+    usage = usage or {}
+    return {
+        "tokens": usage.get("input_tokens", 0) + usage.get("output_tokens", 0),
+        "cost_usd": usage.get("cost_usd", 0),
+        "calls": usage.get("model_turns", 0) + usage.get("tool_calls", 0),
+        "retries": usage.get("retries", 0),
+        "time_s": usage.get("wall_clock_s", 0),
+        "context_tokens": usage.get("context_tokens", 0),
+        "memory_writes": usage.get("memory_writes", 0),
+    }
+
+
+def step_position() -> tuple[int | None, str | None]:
+    """The superstep this node runs in, and the checkpoint (the last verified transition) it started from."""
+    config = get_config()
+    return config.get("metadata", {}).get("langgraph_step"), (config["configurable"].get("checkpoint_map") or {}).get("")
 
 
 async def record_node(services: Services, run_id: str, node: str, state: dict[str, Any], update: dict[str, Any], elapsed_s: float) -> None:
+    """Write the node's events in one round trip; register the run at intake and close it at finalize."""
+    events = node_events(services, node, state, update, elapsed_s)
     pool = await services.pool()
-    event: dict[str, Any] = {"elapsed_ms": round(elapsed_s * 1000, 3)}
-    if ending := update.get("ending"):
-        event["ending"] = {key: str(value) for key, value in ending.items()}
-    if node == "gate":
-        event["calls"] = [{key: obs.get(key) for key in ("call_id", "tool", "status", "rule")} for obs in update.get("observations", [])]
-    if node == "intake" and (tools := update.get("tools")):
-        event["tool_registry_version"] = tools["version"]
-    await store.append_trace(pool, run_id, kind="node", node=node, data=secrets.redact(event))
+    await store.append_events(pool, run_id, [(kind, node, secrets.redact(data)) for kind, data in events])
     task = update.get("task") or state.get("task") or {}
     if node == "intake":
         await store.upsert_run(pool, thread_id=run_id, goal=str(task.get("goal", "")), profile=str(task.get("profile", "")),
                                status="running", task_hash=(update.get("boundary") or {}).get("task_hash", ""))
     elif node == "finalize":
+        code = str(update["status"]["terminal"])
         await store.upsert_run(pool, thread_id=run_id, goal=str(task.get("goal", "")), profile=str(task.get("profile", "")),
-                               status=str(update["status"]["terminal"]), task_hash=(state.get("boundary") or {}).get("task_hash", ""),
-                               result=secrets.redact(update.get("result")))
+                               status=code, task_hash=(state.get("boundary") or {}).get("task_hash", ""),
+                               result=secrets.redact(update.get("result")), closed=code not in REOPENABLE)
+
+
+async def record_interrupt(services: Services, run_id: str, node: str, requests: list[Any]) -> None:
+    """A node stopped to ask a human: the requests it made."""
+    step, checkpoint = step_position()
+    data = {"step": step, "checkpoint_id": checkpoint, "requests": [getattr(item, "value", item) for item in requests]}
+    await store.append_events(await services.pool(), run_id, [("interrupt", node, secrets.redact(data))])
+
+
+def node_events(services: Services, node: str, state: dict[str, Any], update: dict[str, Any], elapsed_s: float) -> list[tuple[str, dict[str, Any]]]:
+    step, checkpoint = step_position()
+    event: dict[str, Any] = {"step": step, "checkpoint_id": checkpoint, "elapsed_ms": round(elapsed_s * 1000, 3),
+                             "budget": budget_vector(update.get("usage"))}
+    if "usage" in state:
+        event["budget_total"] = budget_vector(add_usage(state.get("usage"), update.get("usage")))
+    if ending := update.get("ending"):
+        event["ending"] = {key: str(value) for key, value in ending.items()}
+    if decisions := _decisions(update):
+        event["decisions"] = decisions
+    if calls := _tool_calls(update):
+        event["tool_calls"] = calls
+    if validation := _validation(node, update):
+        event["validation"] = validation
+    if escalation := _escalation(node, state, update):
+        event["escalation"] = escalation
+    if node == "intake":
+        event["run"] = _header(services, state, update)
+    if node == "finalize":
+        event["terminal"] = {"code": str(update["status"]["terminal"]), "reason": str((update.get("ending") or {}).get("reason", ""))}
+    return [("node", event)]
+
+
+def _header(services: Services, state: dict[str, Any], update: dict[str, Any]) -> dict[str, Any]:
+    settings, boundary = update.get("settings") or {}, update.get("boundary") or {}
+    model = boundary.get("model") or settings.get("model")
+    return {
+        "user": settings.get("user"),
+        "goal": update.get("task") or state.get("task"),
+        "autonomy_boundary_version": digest(boundary) if boundary else None,
+        "policy_hash": boundary.get("policy_hash"),
+        "allowed": {key: boundary.get(key) for key in ("profile", "tools", "unattended")},
+        "workflow_graph_version": services.graph_version,
+        "model_versions": {role: model for role in ROLES},
+        "prompt_template_versions": prompt_versions(),
+        "tool_registry_version": (update.get("tools") or {}).get("version"),
+        "budget_limits": update.get("budget"),
+    }
+
+
+def _decisions(update: dict[str, Any]) -> list[dict[str, Any]]:
+    """The gate's permission decision on each proposed call: allow, ask, or the refusal."""
+    if "dispatch" not in update:
+        return []
+    allowed = {call["call_id"]: call for wave in update.get("dispatch") or [] for call in wave}
+    decided = []
+    for obs in update.get("observations", []):
+        call = allowed.get(obs["call_id"])
+        decision = obs.get("status") if call is None else ("ask" if call.get("ask") else "allow")
+        decided.append({"call_id": obs["call_id"], "tool": obs.get("tool"), "server": obs.get("server"), "args_hash": obs.get("args_hash"),
+                        "side_effect": obs.get("side_effect"), "rule": obs.get("rule"), "decision": decision})
+    return decided
+
+
+def _tool_calls(update: dict[str, Any]) -> list[dict[str, Any]]:
+    """Calls that ran (or were answered in their place): name, argument hash, request id, status, pointer."""
+    return [
+        {"name": obs.get("tool"), "server": obs.get("server"), "args_hash": obs.get("args_hash"), "request_id": obs["call_id"],
+         "status": obs.get("status"), "observation_pointer": obs.get("pointer") or f"observation:{obs['call_id']}",
+         "sha256": obs.get("sha256"), "side_effect": obs.get("side_effect"), "stage": obs.get("stage"), "ledger_key": obs.get("ledger_key")}
+        for obs in update.get("observations", [])
+        if obs.get("stage") in ("observed", "attempted")
+    ]
+
+
+def _validation(node: str, update: dict[str, Any]) -> dict[str, Any] | None:
+    quality, plan = update.get("quality") or {}, update.get("plan") or {}
+    if node == "validate_plan" and plan:
+        return {"check": "plan_schema", "passed": bool(plan.get("valid")), "errors": plan.get("errors", [])}
+    if node == "verify" and (verification := quality.get("verification")):
+        return {"check": "acceptance", "passed": verification.get("passed"), "failures": verification.get("failures", []),
+                "conflicts": verification.get("conflicts", [])}
+    if node == "critique" and (critique := quality.get("critique")):
+        return {"check": "critique", "passed": not critique.get("below_minimum"), "weighted": critique.get("weighted")}
+    return None
+
+
+def _escalation(node: str, state: dict[str, Any], update: dict[str, Any]) -> dict[str, Any] | None:
+    if node == "approve":
+        record = next(iter(update.get("approvals") or []), {})
+        return {"type": "tool_approval", "call_id": record.get("call_id"), "decision": record.get("decision"), "approver": record.get("approver")}
+    if node == "escalate":
+        from nodes.escalate import _request  # the request is a function of the state alone
+
+        kind, request = _request(state)
+        return {"type": kind, "request": request, "resume_to": (update.get("status") or {}).get("resume_to"),
+                "decision": "continue" if (update.get("status") or {}).get("resume_to") else "stop"}
+    return None
+
+
+async def record_task(services: Services, run_id: str, node: str, payload: dict[str, Any], update: dict[str, Any], elapsed_s: float) -> None:
+    """A tool task (one call, sent by a guard): its event, with the call's ledger key when it has side effects."""
+    call = payload.get("call") or {}
+    observations = [
+        {**obs, "ledger_key": idempotency_key(run_id, call.get("step_id"), call["call_id"], call["args_hash"]) if call.get("side_effect") else None}
+        for obs in update.get("observations", [])
+    ]
+    events = node_events(services, node, {}, {**update, "observations": observations}, elapsed_s)
+    events[0][1]["call"] = {"call_id": call.get("call_id"), "tool": call.get("name"), "server": call.get("server"), "args_hash": call.get("args_hash"),
+                            "side_effect": call.get("side_effect"), "rule": call.get("rule")}
+    await store.append_events(await services.pool(), run_id, [(kind, node, secrets.redact(data)) for kind, data in events])

@@ -19,7 +19,7 @@ from langchain_core.messages import ToolMessage
 from langgraph.types import interrupt
 from pydantic import BaseModel, ConfigDict
 
-from checkpoints import approvals, store
+from checkpoints import approvals
 from checkpoints.errors import ApprovalRefused
 from graph.budget import add_usage
 from graph.services import Services, current_run_id
@@ -64,9 +64,7 @@ async def approve(payload: dict[str, Any], services: Services) -> dict[str, Any]
     request = _request(call, payload)
     await approvals.request_approval(pool, thread_id=run_id, call_id=call["call_id"], tool=call["name"],
                                      args_hash=call["args_hash"], expires_at=call.get("expires_at"), payload=request)
-    decision, recorded = await _decision(request, call, pool, run_id)
-    await store.append_trace(pool, run_id, "approval", node="approve",
-                             data={"call_id": call["call_id"], "decision": decision.decision, "approver": decision.approver})
+    decision, recorded = await _decision(request, call, pool, run_id, payload["settings"].get("user"))
     record: dict[str, Any] = {"call_id": call["call_id"], "decision": decision.decision, "approver": decision.approver, "run": False}
     if decision.decision == "approve":
         update, record["run"] = _reserved(call), True
@@ -85,12 +83,14 @@ async def approve(payload: dict[str, Any], services: Services) -> dict[str, Any]
     return {**update, "approvals": [record]}
 
 
-async def _decision(request: dict[str, Any], call: dict[str, Any], pool: Any, run_id: str) -> tuple[ApprovalDecision, Any]:
-    """Ask until a decision fits the request (at most MAX_ASKS times), then use it once."""
+async def _decision(request: dict[str, Any], call: dict[str, Any], pool: Any, run_id: str, user: str | None) -> tuple[ApprovalDecision, Any]:
+    """Ask until a decision fits the request (at most MAX_ASKS times), then use it once. A decision
+    that names no approver is recorded as the run's user's."""
     refusal = None
     for _ in range(MAX_ASKS):
         asked = request if refusal is None else {**request, "refused": refusal}
         decision = ApprovalDecision.model_validate(interrupt(asked, response_schema=ApprovalDecision))
+        decision.approver = decision.approver or user
         refusal = _binding_problem(decision, call)
         if refusal is None:
             try:

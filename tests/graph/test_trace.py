@@ -1,0 +1,98 @@
+"""The run trace: every field of seed 001's Agent Run Trace recorded, append-only, read-only after
+the run closed; the one-sentence explanation; replay of the trajectory against the compiled graph."""
+
+from __future__ import annotations
+
+import json
+
+import psycopg
+import pytest
+
+from checkpoints import store
+from graph.explain import explain
+from graph.replay import replay_run
+from graph.status import Terminal
+from graph.trace_check import missing_trace_fields
+from tests.graph.conftest import CRITIC_PASS, PLAN_ONE_STEP, READ_NOTES, step
+
+MOVE = {"name": "workspace__move_file", "args": {"source": "notes.md", "destination": "old.md"}}
+
+
+async def _approved_run(run_script, runner):
+    """A read, then a move a human approves (coding_assistant asks for moves): a side effect with its ledger INTENT."""
+    waiting = await run_script({"planner": [PLAN_ONE_STEP], "actor": [step(calls=[READ_NOTES, MOVE]), step("done")], "critic": [CRITIC_PASS]},
+                               user="tenant-a/ana")
+    [item] = waiting.interrupts
+    done = await runner.resume(waiting.thread_id, decisions={item["id"]: {"decision": "approve"}})
+    assert done.status == Terminal.SUCCESS
+    return done.thread_id
+
+
+async def test_every_trace_field_is_recorded_and_replay_validates_the_run(run_script, runner):
+    run_id = await _approved_run(run_script, runner)
+    assert await missing_trace_fields(runner.pool, run_id) == []
+    events = await runner.trace(run_id)
+    nodes = [event for event in events if event["kind"] == "node"]
+    header = nodes[0]["data"]["run"]
+    assert header["user"] == "tenant-a/ana" and header["goal"]["goal"] == "Summarize notes.md"
+    assert header["workflow_graph_version"] and header["tool_registry_version"] and header["autonomy_boundary_version"]
+    assert set(header["model_versions"]) == {"planner", "actor", "judge", "critic"}
+    assert {"planner", "actor", "judge", "critic"} <= set(header["prompt_template_versions"])
+    assert all({"context_tokens", "memory_writes", "tokens", "cost_usd", "calls", "retries", "time_s"} <= set(e["data"]["budget"]) for e in nodes)
+    assert all(e["data"]["checkpoint_id"] for e in nodes[1:])
+    calls = {call["request_id"]: call for e in nodes for call in e["data"].get("tool_calls", [])}
+    move = calls["a0.1"]
+    assert (move["name"], move["status"], move["side_effect"]) == ("workspace__move_file", "ok", True)
+    assert move["ledger_key"] and move["args_hash"] and move["observation_pointer"]
+    assert [e["data"]["requests"][0]["type"] for e in events if e["kind"] == "interrupt"] == ["tool_approval"]
+    approval = next(e["data"]["escalation"] for e in nodes if e["node"] == "approve")
+    assert approval == {"type": "tool_approval", "call_id": "a0.1", "decision": "approve", "approver": "tenant-a/ana"}  # the run's user by default
+    assert any(e["data"].get("validation", {}).get("check") == "acceptance" for e in nodes)
+    assert nodes[-1]["data"]["terminal"]["code"] == "SUCCESS"
+
+    sentence = explain(events)
+    assert sentence.startswith("Allowed to act as tenant-a/ana, profile coding_assistant")
+    assert "chose path intake → plan → validate_plan" in sentence and "workspace__move_file (ok)" in sentence
+    assert "updated state from 2 verified observation(s) (1 side effect(s))" in sentence and sentence.endswith("terminated because SUCCESS: " + nodes[-1]["data"]["terminal"]["reason"] + ".")
+
+    report = await replay_run(runner.pool, run_id, runner.graph)
+    assert report.valid, report.problems
+    assert report.transitions[0] == ("__start__", "intake") and report.transitions[-1] == ("finalize", "__end__")
+    assert ("gate", "approve") in report.transitions and ("approve", "observe") in report.transitions
+
+
+async def test_the_trace_is_append_only_and_read_only_once_the_run_closed(run_script, runner, db_url):
+    report = await run_script({"planner": [PLAN_ONE_STEP], "actor": [step("done")], "critic": [CRITIC_PASS]})
+    with psycopg.connect(db_url, autocommit=True) as conn:
+        for statement in ("UPDATE boundloop_trace SET data = '{}' WHERE thread_id = %s", "DELETE FROM boundloop_trace WHERE thread_id = %s"):
+            with pytest.raises(psycopg.errors.InsufficientPrivilege, match="append-only"):
+                conn.execute(statement, (report.thread_id,))
+        with pytest.raises(psycopg.errors.InsufficientPrivilege, match="append-only"):
+            conn.execute("TRUNCATE boundloop_trace")
+    with pytest.raises(psycopg.errors.InsufficientPrivilege, match="closed: its trace is read-only"):
+        await store.append_trace(runner.pool, report.thread_id, "node", node="act", data={"step": 99})
+
+
+def _tamper(db_url: str, run_id: str, sql: str, *params: object) -> None:
+    """As the database owner, stepping around the triggers (what replay must still catch)."""
+    with psycopg.connect(db_url, autocommit=True) as conn:
+        conn.execute("SET session_replication_role = replica")
+        conn.execute(sql, (run_id, *params))
+
+
+@pytest.mark.parametrize("tampering, problem", [
+    ("DELETE FROM boundloop_trace WHERE thread_id = %s AND node = 'gate'", "is not an edge of the graph"),
+    ("UPDATE boundloop_trace SET data = jsonb_set(data, '{decisions,1,decision}', '\"denied\"') WHERE thread_id = %s AND node = 'gate'",
+     "ran although the decision was 'denied'"),
+    ("UPDATE boundloop_trace SET data = data - 'decisions' WHERE thread_id = %s AND node = 'gate'", "no permission decision before it"),
+    ("DELETE FROM boundloop_ledger WHERE thread_id = %s", "has no ledger INTENT"),
+    ("UPDATE boundloop_trace SET data = jsonb_set(data, '{escalation,decision}', '\"reject\"') WHERE thread_id = %s AND node = 'approve'",
+     "ran although the decision was 'ask'"),
+    ("INSERT INTO boundloop_trace (thread_id, kind, node, data) VALUES (%s, 'node', 'act', '{\"step\": 1000}')", "finalize → act is not an edge"),
+])
+async def test_replay_rejects_a_tampered_trace(run_script, runner, db_url, tampering, problem):
+    run_id = await _approved_run(run_script, runner)
+    _tamper(db_url, run_id, tampering)
+    report = await replay_run(runner.pool, run_id, runner.graph)
+    assert not report.valid
+    assert any(problem in line for line in report.problems), report.problems
