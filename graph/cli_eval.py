@@ -70,7 +70,8 @@ def _document(suite: Suite, outcomes: list[RunOutcome], metrics: dict[str, Metri
         "thresholds": {name: bound.model_dump(exclude_none=True) for name, bound in suite.thresholds.items()},
         "runs": [{"scenario": run.scenario, "mode": run.mode, "run_id": run.thread_id, "expected": run.expected,
                   "terminal": run.terminal, "steps": len(run.path), "golden_steps": len(run.golden) if run.golden else None,
-                  "escalated": run.escalated, "overruns": overruns(run), "seconds": run.seconds, "problems": run.problems}
+                  "escalated": run.escalated, "overruns": overruns(run), "replay_problems": run.replay_problems,
+                  "trace_missing": run.trace_missing, "seconds": run.seconds, "problems": run.problems}
                  for run in outcomes],
     }
 

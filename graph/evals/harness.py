@@ -20,9 +20,11 @@ from typing import Any
 
 from graph.errors import BoundloopError
 from graph.evals.suite import Scenario, Suite
+from graph.replay import replay_run
 from graph.runner import RunReport, Runner
 from graph.services import default_servers
 from graph.task import RunSettings
+from graph.trace_check import missing_trace_fields
 from tools.errors import ToolsError
 
 FAIL_CLOSED = frozenset({"CONFIRM_REQUIRED", "REVIEW_REQUIRED", "MISSING_INFO", "AMBIGUOUS_INTENT", "PERMISSION_DENIED", "UNSAFE_DETECTION"})
@@ -50,9 +52,12 @@ class RunOutcome:
     observations: list[dict[str, Any]] = field(default_factory=list)
     approvals: list[dict[str, Any]] = field(default_factory=list)
     plan_steps: list[dict[str, Any]] = field(default_factory=list)
+    waiting: bool = False
+    """The run ended waiting for a human (no decision left in the scenario)."""
     deterministic: bool | None = None
     """Replay scenarios: whether a second run took the same path, calls and ending."""
     replay_valid: bool | None = None
+    """Whether `graph.replay` found the trajectory valid against the compiled graph (None: no run)."""
     replay_problems: list[str] = field(default_factory=list)
     trace_missing: list[str] | None = None
     error: str | None = None
@@ -65,7 +70,8 @@ class RunOutcome:
 
     @property
     def problems(self) -> list[str]:
-        """Why this run does not meet its scenario; empty when it does."""
+        """Why this run does not meet what its scenario expects; empty when it does. (Replay
+        validity and trace completeness are metrics, gated by the suite's thresholds.)"""
         found = [self.error] if self.error else []
         if self.terminal != self.expected:
             found.append(f"ended {self.terminal}, expected {self.expected}")
@@ -73,8 +79,6 @@ class RunOutcome:
             found.append(f"path {' → '.join(self.path)} differs from the golden path")
         if self.deterministic is False:
             found.append("a second run took another path, other calls or another ending")
-        if self.replay_valid is False:
-            found.append("replay: " + "; ".join(self.replay_problems))
         return found
 
 
@@ -155,34 +159,16 @@ def _json_text(value: str) -> str:
 
 async def _record(runner: Runner, report: RunReport, outcome: RunOutcome) -> None:
     values = report.values
-    outcome.terminal = report.status
+    outcome.terminal, outcome.waiting = report.status, report.waiting
     outcome.path = [event["node"] for event in await runner.trace(report.thread_id) if event["kind"] == "node"]
     outcome.usage = values.get("usage") or {}
     outcome.budget = values.get("budget") or {}
     outcome.observations = values.get("observations") or []
     outcome.approvals = values.get("approvals") or []
     outcome.plan_steps = (values.get("plan") or {}).get("steps") or []
-    outcome.replay_valid, outcome.replay_problems = await _replayed(runner, report.thread_id)
-    outcome.trace_missing = await _trace_missing(runner, report.thread_id)
-
-
-async def _replayed(runner: Runner, thread_id: str) -> tuple[bool | None, list[str]]:
-    """Trajectory validity from `graph.replay`; (None, []) where this build has no replay."""
-    try:
-        from graph.replay import replay_run
-    except ImportError:
-        return None, []
-    replay = await replay_run(runner.pool, thread_id, runner.graph)
-    return bool(replay.valid), [str(problem) for problem in replay.problems]
-
-
-async def _trace_missing(runner: Runner, thread_id: str) -> list[str] | None:
-    """Missing trace fields from `graph.trace_check`; None where this build has no such check."""
-    try:
-        from graph.trace_check import missing_trace_fields
-    except ImportError:
-        return None
-    return list(await missing_trace_fields(runner.pool, thread_id))
+    replay = await replay_run(runner.pool, report.thread_id, runner.graph)
+    outcome.replay_valid, outcome.replay_problems = replay.valid, list(replay.problems)
+    outcome.trace_missing = await missing_trace_fields(runner.pool, report.thread_id)
 
 
 def _signature(outcome: RunOutcome) -> tuple[Any, ...]:

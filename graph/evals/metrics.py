@@ -1,7 +1,7 @@
 """metrics: seed 001's evaluation metrics over a suite's runs, and the suite's thresholds on them.
 
 Each metric is a value with the counts behind it ("38/40"), or None — not measured — when no run
-gives it a denominator or this build cannot measure it. A threshold on an unmeasured metric is
+gives it a denominator. A threshold on an unmeasured metric is
 missed: a gate never passes on a number nobody measured.
 """
 
@@ -38,10 +38,7 @@ def compute(outcomes: list[RunOutcome]) -> dict[str, Metric]:
     ratio("task_success_rate", sum(run.terminal in SUCCESS_CODES for run in expecting_success), len(expecting_success), "runs expected to succeed")
     ratio("correct_termination", sum(run.terminal == run.expected for run in outcomes), runs, "runs")
     replayed = [run for run in outcomes if run.replay_valid is not None]
-    if replayed:
-        ratio("trajectory_validity", sum(bool(run.replay_valid) for run in replayed), len(replayed), "runs replayed valid")
-    else:
-        found.append(Metric("trajectory_validity", None, "not measured: this build has no graph.replay"))
+    ratio("trajectory_validity", sum(bool(run.replay_valid) for run in replayed), len(replayed), "runs valid on replay against the graph")
     golden = [run for run in outcomes if run.golden]
     steps, reference = sum(len(run.path) for run in golden), sum(len(run.golden or []) for run in golden)
     found.append(Metric("trajectory_efficiency", steps / reference if reference else None,
@@ -66,11 +63,8 @@ def compute(outcomes: list[RunOutcome]) -> dict[str, Metric]:
     ratio("observation_grounding_rate", sum(_grounded(run, step) for run, step in updates), len(updates), "tool steps done on a verified observation")
     decided = [record for run in outcomes for record in run.approvals if record.get("decision")]
     ratio("human_override_rate", sum(record["decision"] != "approve" for record in decided), len(decided), "decisions overrode the proposed call")
-    checked = [run for run in outcomes if run.trace_missing is not None]
-    if checked:
-        ratio("trace_completeness", sum(not run.trace_missing for run in checked), len(checked), "runs with every trace field")
-    else:
-        found.append(Metric("trace_completeness", None, "not measured: this build has no graph.trace_check"))
+    ended = [run for run in outcomes if run.trace_missing is not None and not run.waiting]  # a waiting run has no terminal code yet
+    ratio("trace_completeness", sum(not run.trace_missing for run in ended), len(ended), "ended runs with every trace field")
     return {metric.name: metric for metric in found}
 
 
