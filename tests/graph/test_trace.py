@@ -3,8 +3,6 @@ the run closed; the one-sentence explanation; replay of the trajectory against t
 
 from __future__ import annotations
 
-import json
-
 import psycopg
 import pytest
 
@@ -61,26 +59,7 @@ async def test_every_trace_field_is_recorded_and_replay_validates_the_run(run_sc
     assert ("gate", "approve") in report.transitions and ("approve", "observe") in report.transitions
 
 
-async def test_the_trace_is_append_only_and_read_only_once_the_run_closed(run_script, runner, db_url):
-    report = await run_script({"planner": [PLAN_ONE_STEP], "actor": [step("done")], "critic": [CRITIC_PASS]})
-    with psycopg.connect(db_url, autocommit=True) as conn:
-        for statement in ("UPDATE boundloop_trace SET data = '{}' WHERE thread_id = %s", "DELETE FROM boundloop_trace WHERE thread_id = %s"):
-            with pytest.raises(psycopg.errors.InsufficientPrivilege, match="append-only"):
-                conn.execute(statement, (report.thread_id,))
-        with pytest.raises(psycopg.errors.InsufficientPrivilege, match="append-only"):
-            conn.execute("TRUNCATE boundloop_trace")
-    with pytest.raises(psycopg.errors.InsufficientPrivilege, match="closed: its trace is read-only"):
-        await store.append_trace(runner.pool, report.thread_id, "node", node="act", data={"step": 99})
-
-
-def _tamper(db_url: str, run_id: str, sql: str, *params: object) -> None:
-    """As the database owner, stepping around the triggers (what replay must still catch)."""
-    with psycopg.connect(db_url, autocommit=True) as conn:
-        conn.execute("SET session_replication_role = replica")
-        conn.execute(sql, (run_id, *params))
-
-
-@pytest.mark.parametrize("tampering, problem", [
+TAMPERINGS = [
     ("DELETE FROM boundloop_trace WHERE thread_id = %s AND node = 'gate'", "is not an edge of the graph"),
     ("UPDATE boundloop_trace SET data = jsonb_set(data, '{decisions,1,decision}', '\"denied\"') WHERE thread_id = %s AND node = 'gate'",
      "ran although the decision was 'denied'"),
@@ -89,10 +68,34 @@ def _tamper(db_url: str, run_id: str, sql: str, *params: object) -> None:
     ("UPDATE boundloop_trace SET data = jsonb_set(data, '{escalation,decision}', '\"reject\"') WHERE thread_id = %s AND node = 'approve'",
      "ran although the decision was 'ask'"),
     ("INSERT INTO boundloop_trace (thread_id, kind, node, data) VALUES (%s, 'node', 'act', '{\"step\": 1000}')", "finalize → act is not an edge"),
-])
-async def test_replay_rejects_a_tampered_trace(run_script, runner, db_url, tampering, problem):
+]
+"""Each applied to its own copy of one valid run, as the database owner stepping around the triggers."""
+COPY = """
+INSERT INTO boundloop_trace (thread_id, at, kind, node, data)
+SELECT %(copy)s, at, kind, node, regexp_replace(data::text, '"(bl-[0-9a-f]+)"', '"\\1-' || %(copy)s || '"', 'g')::jsonb
+FROM boundloop_trace WHERE thread_id = %(run)s ORDER BY id;
+INSERT INTO boundloop_ledger SELECT idempotency_key || '-' || %(copy)s, %(copy)s, call_id, step_id, tool, server, args_hash, status, result, error, created_at, updated_at
+FROM boundloop_ledger WHERE thread_id = %(run)s"""
+
+
+async def test_the_trace_is_read_only_and_replay_rejects_tampered_copies(run_script, runner, db_url):
     run_id = await _approved_run(run_script, runner)
-    _tamper(db_url, run_id, tampering)
-    report = await replay_run(runner.pool, run_id, runner.graph)
-    assert not report.valid
-    assert any(problem in line for line in report.problems), report.problems
+    with psycopg.connect(db_url, autocommit=True) as conn:
+        for statement in ("UPDATE boundloop_trace SET data = '{}' WHERE thread_id = %s", "DELETE FROM boundloop_trace WHERE thread_id = %s"):
+            with pytest.raises(psycopg.errors.InsufficientPrivilege, match="append-only"):
+                conn.execute(statement, (run_id,))
+        with pytest.raises(psycopg.errors.InsufficientPrivilege, match="append-only"):
+            conn.execute("TRUNCATE boundloop_trace")
+    with pytest.raises(psycopg.errors.InsufficientPrivilege, match="closed: its trace is read-only"):
+        await store.append_trace(runner.pool, run_id, "node", node="act", data={"step": 99})
+
+    for number, (tampering, problem) in enumerate(TAMPERINGS):
+        copy = f"{run_id}-copy{number}"
+        with psycopg.connect(db_url, autocommit=True) as conn:
+            conn.execute("SET session_replication_role = replica")
+            for statement in COPY.strip().split(";"):
+                conn.execute(statement, {"copy": copy, "run": run_id})
+            assert (await replay_run(runner.pool, copy, runner.graph)).valid
+            conn.execute(tampering, (copy,))
+        report = await replay_run(runner.pool, copy, runner.graph)
+        assert not report.valid and any(problem in line for line in report.problems), (tampering, report.problems)
