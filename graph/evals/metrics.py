@@ -1,8 +1,8 @@
 """metrics: seed 001's evaluation metrics over a suite's runs, and the suite's thresholds on them.
 
 Each metric is a value with the counts behind it ("38/40"), or None — not measured — when no run
-gives it a denominator. A threshold on an unmeasured metric is
-missed: a gate never passes on a number nobody measured.
+gives it a denominator. A threshold on an unmeasured metric is missed: a gate never passes on a
+number nobody measured.
 """
 
 from __future__ import annotations

@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from graph.errors import ConfigError
 from graph.scripted import Script
 from graph.status import Terminal
-from graph.task import Task
+from graph.task import RunSettings, Task
 
 Mode = Literal["golden", "fault", "budget", "escalation", "replay", "policy", "soak"]
 """Seed 001's test modes; each scenario says which one it exercises."""
@@ -112,6 +112,12 @@ class Suite(BaseModel):
     def _known(self) -> "Suite":
         if unknown := sorted(set(self.thresholds) - set(METRICS)):
             raise ValueError(f"thresholds name unknown metric(s) {unknown}; known: {list(METRICS)}")
+        for scenario in self.scenarios:
+            try:
+                RunSettings.model_validate({**self.settings, **scenario.settings})
+            except ValidationError as error:
+                first = error.errors()[0]
+                raise ValueError(f"scenario {scenario.name!r} has unusable settings at {'.'.join(map(str, first['loc']))}: {first['msg']}") from None
         names = [scenario.name for scenario in self.scenarios]
         if twice := sorted({name for name in names if names.count(name) > 1}):
             raise ValueError(f"scenario names must be unique; repeated: {twice}")
