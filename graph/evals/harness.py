@@ -1,0 +1,176 @@
+"""harness: run a suite's scenarios through one `Runner` and record what each run did.
+
+Scenarios run concurrently in this process (`Suite.concurrency`), each on a fresh workspace and
+thread, through the real loop: the same graph, Postgres, MCP servers and gate as `boundloop run`.
+When a run waits for a human, the scenario's next decision is given the way `boundloop approve`
+gives it; a run with no decision left stays waiting and reports its waiting code.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import shutil
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from graph.errors import BoundloopError
+from graph.evals.suite import Scenario, Suite
+from graph.replay import replay_run
+from graph.runner import RunReport, Runner
+from graph.services import default_servers
+from graph.task import RunSettings
+from graph.trace_check import missing_trace_fields
+from tools.errors import ToolsError
+
+FAIL_CLOSED = frozenset({"CONFIRM_REQUIRED", "REVIEW_REQUIRED", "MISSING_INFO", "AMBIGUOUS_INTENT", "PERMISSION_DENIED", "UNSAFE_DETECTION"})
+"""Endings that put the decision in a human's hands or refuse to go on: an escalation."""
+REFUSED_BY_AUTHORITY = frozenset({"denied", "rejected"})
+"""Call outcomes where policy or a person refused the call: an escalation that failed closed."""
+
+
+@dataclass
+class RunOutcome:
+    """One run of one scenario, as the metrics need it."""
+
+    scenario: str
+    mode: str
+    expected: str
+    terminal: str
+    thread_id: str | None = None
+    path: list[str] = field(default_factory=list)
+    golden: list[str] | None = None
+    expected_escalation: bool = False
+    asked: int = 0
+    """Human requests the run made (each wait counts)."""
+    usage: dict[str, Any] = field(default_factory=dict)
+    budget: dict[str, Any] = field(default_factory=dict)
+    observations: list[dict[str, Any]] = field(default_factory=list)
+    approvals: list[dict[str, Any]] = field(default_factory=list)
+    plan_steps: list[dict[str, Any]] = field(default_factory=list)
+    waiting: bool = False
+    """The run ended waiting for a human (no decision left in the scenario)."""
+    deterministic: bool | None = None
+    """Replay scenarios: whether a second run took the same path, calls and ending."""
+    replay_valid: bool | None = None
+    """Whether `graph.replay` found the trajectory valid against the compiled graph (None: no run)."""
+    replay_problems: list[str] = field(default_factory=list)
+    trace_missing: list[str] | None = None
+    error: str | None = None
+    seconds: float = 0.0
+
+    @property
+    def escalated(self) -> bool:
+        return (self.asked > 0 or self.terminal in FAIL_CLOSED
+                or any(obs.get("status") in REFUSED_BY_AUTHORITY for obs in self.observations))
+
+    @property
+    def problems(self) -> list[str]:
+        """Why this run does not meet what its scenario expects; empty when it does. (Replay
+        validity and trace completeness are metrics, gated by the suite's thresholds.)"""
+        found = [self.error] if self.error else []
+        if self.terminal != self.expected:
+            found.append(f"ended {self.terminal}, expected {self.expected}")
+        if self.mode == "golden" and self.golden is not None and self.path != self.golden:
+            found.append(f"path {' → '.join(self.path)} differs from the golden path")
+        if self.deterministic is False:
+            found.append("a second run took another path, other calls or another ending")
+        return found
+
+
+async def run_suite(runner: Runner, suite: Suite) -> list[RunOutcome]:
+    """Every run of every scenario (a scenario with `repeat: n` gives n outcomes), in suite order."""
+    slots = asyncio.Semaphore(suite.concurrency)
+
+    async def one(scenario: Scenario) -> RunOutcome:
+        async with slots:
+            return await run_scenario(runner, suite, scenario)
+
+    jobs = [one(scenario) for scenario in suite.scenarios for _ in range(scenario.repeat)]
+    return list(await asyncio.gather(*jobs))
+
+
+async def run_scenario(runner: Runner, suite: Suite, scenario: Scenario) -> RunOutcome:
+    outcome = RunOutcome(scenario.name, scenario.mode, scenario.expect.terminal.value, "ERROR",
+                         golden=scenario.expect.golden, expected_escalation=scenario.expect.escalates)
+    started = time.monotonic()
+    try:
+        first = await _drive(runner, suite, scenario, outcome)
+        await _record(runner, first, outcome)
+        if scenario.replay:
+            again = RunOutcome(scenario.name, scenario.mode, outcome.expected, "ERROR")
+            second = await _drive(runner, suite, scenario, again)
+            await _record(runner, second, again)
+            outcome.deterministic = _signature(outcome) == _signature(again)
+    except (BoundloopError, ToolsError) as error:
+        outcome.error = f"{type(error).__name__}: {error}"
+    outcome.seconds = round(time.monotonic() - started, 3)
+    return outcome
+
+
+async def _drive(runner: Runner, suite: Suite, scenario: Scenario, outcome: RunOutcome) -> RunReport:
+    scratch = Path(tempfile.mkdtemp(prefix="boundloop-eval-"))
+    try:
+        settings = _settings(suite, scenario, scratch)
+        report = await runner.start(scenario.task, settings)
+        outcome.thread_id = report.thread_id
+        decisions = list(scenario.decisions)
+        while report.interrupts:
+            outcome.asked += 1
+            if not decisions:
+                break
+            request = report.interrupts[0]["value"]
+            call_id = request.get("call_id") if isinstance(request, dict) else None
+            report = await runner.decide(report.thread_id, call_id, decisions.pop(0))
+        return report
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _settings(suite: Suite, scenario: Scenario, scratch: Path) -> RunSettings:
+    workspace = scratch / "workspace"
+    workspace.mkdir()
+    for name, text in scenario.workspace.items():
+        (workspace / name).parent.mkdir(parents=True, exist_ok=True)
+        (workspace / name).write_text(text)
+    chosen: dict[str, Any] = {**suite.settings, **scenario.settings, "workspace_root": str(workspace)}
+    if scenario.endpoint is not None:
+        chosen |= {"model": scenario.endpoint.model, "base_url": scenario.endpoint.base_url, "script": None}
+    else:
+        script = scratch / "script.json"
+        script.write_text(scenario.script.model_dump_json())  # type: ignore[union-attr]  # the suite validator makes it a Script
+        chosen |= {"model": "scripted", "script": str(script)}
+    if scenario.servers:
+        extra = json.loads(json.dumps(scenario.servers).replace("{python}", _json_text(sys.executable))
+                           .replace("{workspace}", _json_text(str(workspace))))
+        servers = default_servers(str(workspace))
+        servers["mcpServers"].update(extra)
+        chosen["servers"] = servers
+    return RunSettings(**chosen)
+
+
+def _json_text(value: str) -> str:
+    return json.dumps(value)[1:-1]
+
+
+async def _record(runner: Runner, report: RunReport, outcome: RunOutcome) -> None:
+    values = report.values
+    outcome.terminal, outcome.waiting = report.status, report.waiting
+    outcome.path = [event["node"] for event in await runner.trace(report.thread_id) if event["kind"] == "node"]
+    outcome.usage = values.get("usage") or {}
+    outcome.budget = values.get("budget") or {}
+    outcome.observations = values.get("observations") or []
+    outcome.approvals = values.get("approvals") or []
+    outcome.plan_steps = (values.get("plan") or {}).get("steps") or []
+    replay = await replay_run(runner.pool, report.thread_id, runner.graph)
+    outcome.replay_valid, outcome.replay_problems = replay.valid, list(replay.problems)
+    outcome.trace_missing = await missing_trace_fields(runner.pool, report.thread_id)
+
+
+def _signature(outcome: RunOutcome) -> tuple[Any, ...]:
+    calls = tuple((obs.get("tool"), obs.get("args_hash"), obs.get("status")) for obs in outcome.observations)
+    return outcome.terminal, tuple(outcome.path), calls

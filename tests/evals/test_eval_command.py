@@ -1,0 +1,116 @@
+"""`boundloop eval`: metrics checked by hand on a three-scenario suite, the gate's exit code, and
+one clear line for a bad suite file, and a scenario on an OpenAI-compatible endpoint."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from graph.cli import app
+from graph.evals.harness import run_suite
+from graph.evals.metrics import Metric, misses
+from graph.evals.suite import Bound, Suite
+from graph.runner import Runner
+from tests.graph.fake_openai import FakeOpenAI
+
+NOTES = {"notes.md": "Action items:\n- Ana: publish the notes\n"}
+TASK = {"goal": "Summarize notes.md", "acceptance_criteria": ["the answer names Ana's action item"]}
+PATH = "intake plan validate_plan act gate execute observe act verify critique commit finalize".split()
+
+
+def step(content: Any = "", calls: list[dict[str, Any]] | None = None, tokens: tuple[int, int] = (100, 10)) -> dict[str, Any]:
+    return {"content": content, "tool_calls": calls or [], "usage": {"input_tokens": tokens[0], "output_tokens": tokens[1]}}
+
+
+def read(path: str) -> dict[str, Any]:
+    return step("", [{"name": "workspace__read_file", "args": {"path": path}}])
+
+
+PLAN_READ = step({"steps": [{"id": "s1", "description": "read", "tools": ["workspace__read_file"], "args": {"path": "notes.md"}}], "blocked": None}, tokens=(100, 20))
+PLAN_ONE = step({"steps": [{"id": "s1", "description": "answer"}], "blocked": None}, tokens=(100, 20))
+PLAN_WRITE = step({"steps": [{"id": "s1", "description": "write", "tools": ["workspace__write_file"]}], "blocked": None}, tokens=(100, 20))
+JUDGE = step({"passed": True, "failures": []}, tokens=(50, 5))
+CRITIC = step({"scores": {"correctness": 1, "completeness": 1, "coherence": 1, "safety": 1}, "defects": []}, tokens=(50, 5))
+ANSWER = step("Ana publishes the notes.")
+
+
+def scenario(name: str, mode: str, planner: dict[str, Any], actor: list[dict[str, Any]], expect: dict[str, Any], **extra: Any) -> dict[str, Any]:
+    roles = {"planner": [planner], "actor": actor, "judge": [JUDGE], "critic": [CRITIC]}
+    return {"name": name, "mode": mode, "task": TASK, "workspace": NOTES, "script": {"model_id": "m", "roles": roles}, "expect": expect, **extra}
+
+
+SUITE = {
+    "name": "hand-checked",
+    "settings": {"prices": {"m": [2.0, 8.0]}},
+    "thresholds": {"correct_termination": {"min": 1.0}, "trajectory_efficiency": {"max": 1.1}},
+    "scenarios": [
+        # 12 steps on its golden path; planner 100/20, actor 2 × 100/10, judge and critic 50/5: 400 in, 50 out.
+        scenario("read", "golden", PLAN_READ, [read("notes.md"), ANSWER], {"terminal": "SUCCESS", "golden": PATH}),
+        # A failed read first: 16 steps for the same 12-step golden path; 500 in, 60 out.
+        scenario("detour", "fault", PLAN_ONE, [read("missing.md"), read("notes.md"), ANSWER], {"terminal": "SUCCESS", "golden": PATH}),
+        # An injected anomaly: a write no human can approve fails closed; planner and one actor turn: 200 in, 30 out.
+        scenario("denied", "escalation", PLAN_WRITE, [step("", [{"name": "workspace__write_file", "args": {"path": "s.md", "content": "x"}}])],
+                 {"terminal": "PERMISSION_DENIED", "escalates": True},
+                 settings={"unattended": True, "policy": {"rules": [{"id": "ask-writes", "action": "ask", "tool": "write_file"}]}}),
+    ],
+}
+
+
+def test_metrics_match_a_hand_count_and_a_missed_threshold_fails_the_gate(db_url: str, tmp_path: Path) -> None:
+    suite = tmp_path / "suite.json"
+    suite.write_text(json.dumps(SUITE))
+    result = CliRunner().invoke(app, ["eval", str(suite), "--json", "--database-url", db_url])
+    assert result.exit_code == 1, result.output
+    document = json.loads(result.stdout)
+    values = {name: metric["value"] for name, metric in document["metrics"].items()}
+    assert values["task_success_rate"] == 1.0  # read and detour
+    assert values["correct_termination"] == 1.0
+    assert values["trajectory_validity"] == 1.0 and values["trace_completeness"] == 1.0
+    assert values["trajectory_efficiency"] == pytest.approx((12 + 16) / (12 + 12))
+    assert values["escalation_precision"] == 1.0 and values["escalation_recall"] == 1.0
+    assert values["tool_calls_per_run"] == pytest.approx(4 / 3)  # ok, tool_error + ok, denied
+    assert values["failed_tool_calls"] == 2
+    assert values["retry_rate"] == 0.0
+    assert values["timeout_rate"] == 0.0
+    assert values["budget_adherence"] == 1.0
+    spent = (400 + 500 + 200) * 2.0 / 1e6 + (50 + 60 + 30) * 8.0 / 1e6
+    assert values["cost_per_success"] == pytest.approx(spent / 2)
+    assert values["observation_grounding_rate"] == 1.0  # the read step, done on a verified read
+    assert values["human_override_rate"] is None  # nobody decided anything
+    assert document["missed"] == ["trajectory_efficiency = 1.167 is above its maximum 1.1"]
+    assert [run["terminal"] for run in document["runs"]] == ["SUCCESS", "SUCCESS", "PERMISSION_DENIED"]
+
+
+def test_thresholds_met_pass_and_an_unmeasured_metric_never_does() -> None:
+    metrics = {"correct_termination": Metric("correct_termination", 1.0, "3/3 runs"),
+               "human_override_rate": Metric("human_override_rate", None, "no decisions")}
+    assert misses(metrics, {"correct_termination": Bound(min=1.0)}) == []
+    assert misses(metrics, {"human_override_rate": Bound(max=0.5)}) == [
+        "human_override_rate is not measured (no decisions) but the suite sets a threshold on it"]
+
+
+def test_a_bad_suite_file_is_one_line_and_exit_2(tmp_path: Path) -> None:
+    suite = tmp_path / "suite.json"
+    broken = json.loads(json.dumps(SUITE))
+    broken["scenarios"][1]["expect"]["terminal"] = "DONE"
+    suite.write_text(json.dumps(broken))
+    result = CliRunner().invoke(app, ["eval", str(suite)])
+    assert result.exit_code == 2
+    lines = result.output.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"error: suite '{suite}' is malformed at scenarios[1] (detour).expect.terminal: Input should be")
+
+
+async def test_a_scenario_can_run_against_an_openai_compatible_endpoint(db_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-key")
+    with FakeOpenAI() as fake:
+        suite = Suite.model_validate({"name": "endpoint", "settings": {"prices": {"fake-model": [2.0, 8.0]}}, "scenarios": [
+            {"name": "provider", "mode": "golden", "task": TASK, "workspace": NOTES,
+             "endpoint": {"model": "fake-model", "base_url": fake.base_url}, "expect": {"terminal": "SUCCESS"}}]})
+        async with Runner(db_url) as runner:
+            [outcome] = await run_suite(runner, suite)
+    assert (outcome.terminal, outcome.problems) == ("SUCCESS", [])
+    assert {"planner", "actor", "judge", "critic"} <= set(fake.roles)
