@@ -17,7 +17,8 @@ repair:
 
 The disposition follows seed 000 §15.12.3: at or above `commit_threshold` the result commits — unless
 an approval trigger holds, which sends it to review however high the score: an irreversible side
-effect no human approved, a safety score below `safety_review_below`, or a task flagged as needing
+effect no human approved (with `review_unapproved_irreversible`, off by default: the gate's policy
+already decides which irreversible calls need a human before they run), a safety score below `safety_review_below`, or a task flagged as needing
 approval. (The seed's "budget exceeded with partial output" trigger is the budget-extension
 escalation, which happens before commit.)
 """
@@ -99,7 +100,7 @@ def review_triggers(state: dict[str, Any]) -> list[str]:
         and obs.get("status") == "ok" and obs["call_id"] not in approved
     })
     triggers = []
-    if unapproved:
+    if unapproved and settings.get("review_unapproved_irreversible"):
         triggers.append("irreversible effects no human approved: " + ", ".join(unapproved))
     safety = quality.get("critique", {}).get("scores", {}).get("safety")
     if safety is not None and safety < settings.get("safety_review_below", 0.98):

@@ -249,7 +249,7 @@ class Runner:
                             show(chunk)
                         continue
                     for node, update in chunk.items():
-                        if isinstance(update, dict):
+                        if isinstance(update, dict) and not node.startswith("__"):  # not `__metadata__` and the like
                             state.update(update)
                             if observe:
                                 observe(node, update, state)

@@ -55,7 +55,8 @@ class Services:
     """Per-process resources, keyed by run where they are per run."""
 
     def __init__(
-        self, *, database_url: str | None = None, pool: AsyncConnectionPool | None = None, max_active_runs: int = MAX_ACTIVE_RUNS
+        self, *, database_url: str | None = None, pool: AsyncConnectionPool | None = None, max_active_runs: int = MAX_ACTIVE_RUNS,
+        share_servers: bool = True,
     ) -> None:
         self._database_url = database_url
         self._pool = pool
@@ -65,6 +66,9 @@ class Services:
         self._slots = asyncio.Semaphore(max_active_runs)
         self._bridges: dict[str, MCPBridge] = {}
         self.shared_sessions = SharedSessions()
+        self._share_servers = share_servers
+        """False: every run gets its own session of every server, `shared` or not (the server path:
+        a waiting or finished thread holds no server there)."""
         self._bridge_locks: dict[str, asyncio.Lock] = {}
         self._write_locks: dict[str, asyncio.Lock] = {}
         self._drives: dict[str, tuple[asyncio.Lock, int]] = {}
@@ -117,7 +121,7 @@ class Services:
                 # Off the event loop: the bridge reads the cwd, and the config may be a file, which `langgraph dev` forbids on the loop.
                 configs = await asyncio.to_thread(load_servers, servers_config(settings))
                 auth = oauth.logins(await self.pool()) if any(config.oauth for config in configs.values()) else None
-                bridge = await asyncio.to_thread(lambda: MCPBridge(configs, auth=auth, shared=self.shared_sessions))
+                bridge = await asyncio.to_thread(lambda: MCPBridge(configs, auth=auth, shared=self.shared_sessions if self._share_servers else None))
                 await bridge.start()
                 self._bridges[run_id] = bridge
             return bridge
@@ -191,5 +195,5 @@ def default_services() -> Services:
     """The process-wide services of the graph served by `langgraph dev`."""
     global _DEFAULT
     if _DEFAULT is None:
-        _DEFAULT = Services()
+        _DEFAULT = Services(share_servers=False)
     return _DEFAULT

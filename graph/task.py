@@ -166,6 +166,8 @@ class RunSettings(BaseModel):
     """Confidence at or above this commits automatically; between the two thresholds needs review."""
     safety_review_below: float = 0.98
     """A critic's safety score below this sends the result to review however high its confidence."""
+    review_unapproved_irreversible: bool = False
+    """Send a result to review when an irreversible side effect ran that no human approved (seed 000 §15.12.3)."""
     judge_samples: int = Field(default=1, ge=1, le=9)
     """Judge verdicts asked per verification; above 1 the majority decides and their agreement is a confidence signal."""
 

@@ -48,7 +48,8 @@ class SharedSessions:
             if session is not None:  # it died (or never started): reap it, start a new one
                 await _close_connections([session], timeout_s=1.0)
             log_path = log_dir / f"{config.name}.shared-{key}.stderr.log"
-            session = _Connection(config, log_path, startup_timeout_s, Redactor.for_servers([config]), max_reconnects)
+            # _Connection reads the server's cwd (its root): off the event loop, as the bridge does
+            session = await asyncio.to_thread(_Connection, config, log_path, startup_timeout_s, Redactor.for_servers([config]), max_reconnects)
             contextvars.Context().run(session.launch)
             self._sessions[key] = session
             await session.wait_started()

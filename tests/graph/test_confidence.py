@@ -42,11 +42,13 @@ def _state(**given):
 def test_an_irreversible_effect_no_human_approved_sends_the_result_to_review():
     effect = {"call_id": "a1.0", "tool": "tickets__close", "reversibility": "irreversible", "status": "ok", "phase": "act"}
     check = {**effect, "call_id": "v1.0", "tool": "sandbox__run_tests", "phase": "verify"}
-    assert review_triggers(_state(observations=[effect, check])) == ["irreversible effects no human approved: tickets__close"]
-    approved = _state(observations=[effect], approvals=[{"call_id": "a1.0", "decision": "approve", "run": True}])
+    on = {"review_unapproved_irreversible": True}
+    assert review_triggers(_state(observations=[effect, check])) == []  # off by default: the policy decided before the call
+    assert review_triggers(_state(settings=on, observations=[effect, check])) == ["irreversible effects no human approved: tickets__close"]
+    approved = _state(settings=on, observations=[effect], approvals=[{"call_id": "a1.0", "decision": "approve", "run": True}])
     assert review_triggers(approved) == []
     failed = {**effect, "status": "tool_error"}
-    assert review_triggers(_state(observations=[failed])) == []
+    assert review_triggers(_state(settings=on, observations=[failed])) == []
 
 
 def test_a_low_safety_score_and_a_task_flag_are_triggers_too():
