@@ -51,6 +51,10 @@ NOT_A_DIRECTORY = "cwd {path!r} is not a directory in the sandbox root; pass a d
 NO_REPORT = "pytest wrote no test report (exit code {exit_code}): {reason}; {fix}"
 NO_PYTEST = "is pytest installed for the sandbox's python3? (Debian: apt-get install python3-pytest)"
 MAX_REPORT_BYTES = 5_000_000
+Cwd = Annotated[
+    str,
+    Field(description="Working directory, relative to the sandbox root.", json_schema_extra={"x-boundloop-resource": "path"}),
+]
 
 
 def build_server(root: Path, limits: Limits) -> MCPServer:
@@ -125,13 +129,7 @@ def build_server(root: Path, limits: Limits) -> MCPServer:
                 json_schema_extra={"x-boundloop-resource": "command"},
             ),
         ],
-        cwd: Annotated[
-            str,
-            Field(
-                description="Working directory, relative to the sandbox root.",
-                json_schema_extra={"x-boundloop-resource": "path"},
-            ),
-        ] = ".",
+        cwd: Cwd = ".",
         timeout_s: Timeout = default_timeout_s,
     ) -> RunResult:
         """Run a program (looked up on the sandbox's PATH) with arguments in the sandbox; return exit code and output.
@@ -150,13 +148,7 @@ def build_server(root: Path, limits: Limits) -> MCPServer:
             list[str],
             Field(description="Test files or directories, relative to cwd, as pytest takes them; empty: pytest's own discovery."),
         ] = [],
-        cwd: Annotated[
-            str,
-            Field(
-                description="Directory the tests run in, relative to the sandbox root.",
-                json_schema_extra={"x-boundloop-resource": "path"},
-            ),
-        ] = ".",
+        cwd: Cwd = ".",
         timeout_s: Timeout = default_timeout_s,
     ) -> TestReport:
         """Run pytest on the given tests in the sandbox; return the counts and, per failing test, its name, expected and actual values and file:line.
