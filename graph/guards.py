@@ -46,6 +46,8 @@ def stop(state: dict[str, Any]) -> Stop:
         return "finalize"
     if not state.get("ending") and tripped(state):
         return "finalize"  # a tripwire is no budget to extend: nobody can answer it away
+    if (state.get("ending") or {}).get("escalation") == "repair_review":
+        return "escalate" if _escalations_left(state) else "finalize"  # repairs ran out: a human may accept the best output
     code = (state.get("ending") or {}).get("code") or _exhausted_code(state)
     return "escalate" if code in ASK_A_HUMAN and _escalations_left(state) else "finalize"
 
@@ -147,8 +149,12 @@ def route_after_critique(state: dict[str, Any]) -> Literal["commit", "repair", "
     return "repair"
 
 
-def route_after_repair(state: dict[str, Any]) -> Literal["act", "escalate", "finalize"]:
-    return "act" if may_call_model(state) else stop(state)
+def route_after_repair(state: dict[str, Any]) -> Literal["plan", "act", "escalate", "finalize"]:
+    """To the planner when the repair strategy is REPLAN (nodes/repair.py), else back to the actor."""
+    if not may_call_model(state):
+        return stop(state)
+    plan = state.get("plan") or {}
+    return "plan" if plan.get("replan_cause") == "repair" and not plan.get("valid") else "act"
 
 
 def route_after_commit(state: dict[str, Any]) -> Literal["remember", "escalate", "finalize"]:

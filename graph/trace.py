@@ -170,7 +170,12 @@ def _validation(node: str, update: dict[str, Any]) -> dict[str, Any] | None:
         return {"check": "acceptance", "passed": verification.get("passed"), "failures": verification.get("failures", []),
                 "conflicts": verification.get("conflicts", [])}
     if node == "critique" and (critique := quality.get("critique")):
-        return {"check": "critique", "passed": not critique.get("below_minimum"), "weighted": critique.get("weighted")}
+        return {"check": "critique", "passed": not critique.get("below_minimum"), "weighted": critique.get("weighted"),
+                "quality_score": (quality.get("scores") or [{}])[-1].get("score")}
+    if node == "repair" and (update.get("usage") or {}).get("repairs") and quality.get("repairs"):
+        last = quality["repairs"][-1]
+        return {"check": "repair", "strategy": last["strategy"], "quality_score": last.get("score"),
+                "diagnosis": [{key: defect.get(key) for key in ("cause", "source", "location", "strategy")} for defect in last["diagnosis"]]}
     return None
 
 
