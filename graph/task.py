@@ -170,6 +170,12 @@ class RunSettings(BaseModel):
     """Send a result to review when an irreversible side effect ran that no human approved (seed 000 §15.12.3)."""
     judge_samples: int = Field(default=1, ge=1, le=9)
     """Judge verdicts asked per verification; above 1 the majority decides and their agreement is a confidence signal."""
+    repair_stall_window: int = Field(default=2, ge=0)
+    """Repair iterations without a better quality score after which repairing stops as stalled (seed 000 §15.2):
+    the strategy escalates to a re-plan once, then the run ends (or a human reviews) keeping the best output. 0: off."""
+    goal_check_every: int = Field(default=10, ge=0)
+    """Actor turns between goal checks: a window of that many turns with no new verified observation, no plan
+    step done and no better repair score ends the run REPEATED_FAILURE instead of spending the budget. 0: off."""
 
     @field_validator("servers")
     @classmethod
