@@ -169,6 +169,7 @@ async def test_the_output_schema_is_a_hard_gate_before_the_judge(run_script):
     assert report.status == Terminal.SUCCESS
     first_failure = report.values["quality"]["repairs"][0]["problems"][0]
     assert first_failure == "output_schema: at (root): 'owner' is a required property"
+    assert report.values["quality"]["repairs"][0]["strategy"] == "FULL_REGENERATION"
     assert report.values["usage"]["calls_by_role"]["judge"] == 1
 
 
