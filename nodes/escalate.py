@@ -151,7 +151,7 @@ def _settle_repair(state: dict[str, Any], request: dict[str, Any], answer: Escal
     quality = dict(state["quality"])
     if answer.accept:
         quality["accepted_by"] = answer.approver or "a reviewer"
-        quality["verification"] = {**quality["verification"], "output": request["output"]}
+        quality["verification"] = {**quality.get("verification", {}), "output": request.get("output") or ""}
         return {"quality": quality, "ending": None, "resume_to": "commit"}
     if answer.grant:
         quality["fresh_from"] = {"repairs": len(quality.get("repairs", [])), "scores": len(quality.get("scores", [])),

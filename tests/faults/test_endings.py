@@ -102,7 +102,7 @@ CASES: dict[Terminal, Case] = {
     Terminal.TIMEOUT: Case({"planner": [PLAN_ONE_STEP]}, task={"budget": {"wall_clock_s": 0.000001}}, settings={"unattended": True}),
     Terminal.VALIDATION_FAIL: Case(
         {"planner": [PLAN_ONE_STEP], "actor": [FINAL], "judge": [JUDGE_FAIL], "critic": [CRITIC_FAIL]},
-        task={"acceptance_criteria": ["names the owner"], "budget": {"repairs": 0}},
+        task={"acceptance_criteria": ["names the owner"], "budget": {"repairs": 0}}, settings={"unattended": True},
     ),
     Terminal.LOW_CONFIDENCE: Case(
         {"planner": [PLAN_ONE_STEP], "actor": [FINAL], "critic": [CRITIC_AT_MINIMUM]}, settings={"review_threshold": 0.9, "commit_threshold": 0.95},
