@@ -156,6 +156,7 @@ def _settle_repair(state: dict[str, Any], request: dict[str, Any], answer: Escal
     if answer.grant:
         quality["fresh_from"] = {"repairs": len(quality.get("repairs", [])), "scores": len(quality.get("scores", [])),
                                  "signatures": len(quality.get("failure_signatures", []))}
+        quality.pop("stall_replanned", None)
         budget = Budget.model_validate({**state["budget"], **answer.grant})
         guidance = [HumanMessage(f"A human reviewer says: {answer.message}")] if answer.message else []
         return {"quality": quality, "budget": budget.model_dump(mode="json"), "ending": None, "messages": guidance, "resume_to": "act"}
