@@ -148,12 +148,10 @@ class Runner:
         item = waiting[call_id]
         if decision.get("args_hash") not in (None, item.value.get("args_hash")):
             raise ApprovalRefused(thread_id, call_id, "the decision is for other arguments than the ones the request was made for (argument hash mismatch)")
-        if item.value.get("type") == "elicitation":
-            report = await self.resume(thread_id, decisions={item.id: _as_elicitation_answer(thread_id, call_id, decision)}, observe=observe)
+        if item.value.get("type") != "tool_approval":
+            report = await self.resume(thread_id, decisions={item.id: as_resume_value(item.value, thread_id, call_id, decision)}, observe=observe)
             _refused_again(report, thread_id, call_id)
             return report
-        if item.value.get("type") != "tool_approval":
-            return await self.resume(thread_id, decisions={item.id: _as_answer(decision)}, observe=observe)
         expires_at = item.value.get("expires_at")
         if expires_at is not None and expires_at < time.time():
             at = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(expires_at))
@@ -362,6 +360,13 @@ def _refused_again(report: RunReport, thread_id: str, call_id: str) -> None:
         value = waiting["value"] if isinstance(waiting["value"], dict) else {}
         if value.get("call_id") == call_id and value.get("refused"):
             raise ApprovalRefused(thread_id, call_id, f"{value['refused']}; the run still waits for a decision")
+
+
+def as_resume_value(request: dict[str, Any], thread_id: str, call_id: str, decision: dict[str, Any]) -> dict[str, Any]:
+    """What an approve/reject decision resumes a waiting escalation with (not a tool approval)."""
+    if request.get("type") == "elicitation":
+        return _as_elicitation_answer(thread_id, call_id, decision)
+    return _as_answer(decision)
 
 
 def _as_elicitation_answer(thread_id: str, call_id: str, decision: dict[str, Any]) -> dict[str, Any]:
