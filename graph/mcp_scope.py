@@ -49,7 +49,7 @@ def for_call(call: dict[str, Any], payload: dict[str, Any], services: Services) 
         escalations_limit=limit,
         roots=tuple(root for root in [settings.get("workspace_root")] if root),
         progress=progress,
-        stops_for_questions=True,
+        stops_for_questions=bool(budget),  # evidence and check calls (retrieve, verify) never wait for a human
     )
     if budget:
         scope.sample = _sampler(payload, services, scope.spent)

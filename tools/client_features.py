@@ -40,8 +40,8 @@ from mcp import types
 from mcp.client.session import ClientRequestContext
 from mcp.types import INVALID_REQUEST, ErrorData
 
-Sampler = Callable[[types.CreateMessageRequestParams], Awaitable[types.CreateMessageResult]]
 T = TypeVar("T")
+Sampler = Callable[[types.CreateMessageRequestParams], Awaitable[types.CreateMessageResult]]
 Progress = Callable[[float, float | None, str | None], Awaitable[None]]
 
 SAMPLING_NOT_ALLOWED = "sampling is not allowed for MCP server {server!r}: set \"sampling\": true in its config to let it use the run's model"

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -11,6 +12,7 @@ import pytest
 from langgraph_sdk.client import LangGraphClient
 from pydantic import TypeAdapter
 
+from graph.elicitation import ElicitationAnswer
 from graph.status import Terminal
 from nodes.approve import ApprovalDecision
 from tests.graph.conftest import CRITIC_PASS, PLAN_ONE_STEP, step, workspace  # noqa: F401  (fixture)
@@ -20,6 +22,7 @@ GRAPH = "boundloop"
 DELETE = {"name": "workspace__delete_file", "args": {"path": "notes.md"}}
 MOVE = {"name": "workspace__move_file", "args": {"source": "notes.md", "destination": "old.md"}}
 RULES = {DELETE["name"]: "rule:coding_assistant.delete", MOVE["name"]: "rule:coding_assistant.move"}
+ASKING_SERVER = Path(__file__).parents[1] / "tools" / "servers" / "asking_server.py"
 ROLES = {"planner": [PLAN_ONE_STEP], "actor": [step(calls=[DELETE, MOVE]), step("done")], "critic": [CRITIC_PASS]}
 
 
@@ -132,6 +135,31 @@ async def test_a_resume_that_does_not_match_the_response_schema_is_refused(
     out = await client.runs.wait(thread_id, GRAPH, command={"resume": {by_tool[DELETE["name"]]: {"decision": "reject"}}}, raise_error=False)
     assert "__interrupt__" not in out and "__error__" not in out, _brief(out)
     assert (workspace / "old.md").exists()  # a valid answer to the same interrupt still goes through
+
+
+async def test_a_servers_question_waits_as_a_typed_interrupt_and_is_answered_through_the_api(
+    client: LangGraphClient, langgraph_dev: DevServer, tmp_path: Path, workspace: Path
+) -> None:
+    script = tmp_path / "asking.json"
+    roles = {"planner": [PLAN_ONE_STEP], "actor": [step(calls=[{"name": "asking__ask", "args": {}}]), step("done")], "critic": [CRITIC_PASS]}
+    script.write_text(json.dumps({"model_id": "scripted-test", "roles": roles}))
+    servers = {"mcpServers": {"asking": {"command": sys.executable, "args": [str(ASKING_SERVER)], "trusted": True, "protocol": "legacy"}}}
+    context = {"model": "scripted", "script": str(script), "workspace_root": str(workspace), "servers": servers}
+    thread_id = (await client.threads.create())["thread_id"]
+    out = await client.runs.wait(thread_id, GRAPH, input={"task": {"goal": "Ask the server"}}, context=context, raise_error=False)
+    [item] = out.get("__interrupt__") or [None]
+    assert item is not None, f"{_brief(out)}\n--- server log ---\n{langgraph_dev.log()}"
+    assert item["value"]["type"] == "elicitation" and item["value"]["message"] == "Which colour, and how many?"
+    assert item["response_schema"] == TypeAdapter(ElicitationAnswer).json_schema()
+
+    answer = {"resume": {item["id"]: {"action": "accept", "content": {"colour": "red"}, "approver": "ana"}}}
+    out = await client.runs.wait(thread_id, GRAPH, command=answer, raise_error=False)
+    assert "__interrupt__" not in out and "__error__" not in out, _brief(out)
+    values = (await client.threads.get_state(thread_id))["values"]
+    assert values["status"]["terminal"] == Terminal.SUCCESS, values.get("ending")
+    [asked] = [m for m in values["messages"] if m["type"] == "tool" and m["name"] == "asking__ask"]
+    assert '{"action": "accept", "content": {"colour": "red", "count": 2}}' in asked["content"]
+    assert values["usage"]["escalations"] == 1
 
 
 def _resolve(root: dict[str, Any], node: dict[str, Any]) -> dict[str, Any]:
