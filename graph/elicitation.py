@@ -24,6 +24,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from checkpoints import approvals, store
 from checkpoints.errors import ApprovalRefused
+from graph.budget import add_usage
 from tools import secrets
 from tools.client_features import CallScope, invalid, with_defaults
 
@@ -63,9 +64,11 @@ class Questions:
         first one without an answer interrupts the run (`GraphInterrupt`)."""
         while (recorded := await approvals.get_approval(self.pool, self.run_id, self.ask_id(self.count))) is not None:
             question = recorded.payload
-            self.scope.answers[question["key"]] = await self._ask(question)
+            self.scope.answers[question["key"]] = await self._ask({key: value for key, value in question.items() if key != "spent"})
             self.count += 1
             self.scope.count_asked(1)
+            if question.get("spent"):  # what the stopped send's sampling cost is charged with the call
+                self.scope.spent["usage"] = add_usage(self.scope.spent.get("usage"), question["spent"])
 
     async def record(self, phase: str) -> None:
         """Record the scope's question (the call was stopped for it); `answer_recorded` then asks it."""
@@ -73,9 +76,13 @@ class Questions:
         assert asked is not None
         request = {"type": "elicitation", "call_id": self.ask_id(self.count), "name": self.call["name"], "server": asked["server"],
                    "tool": asked["tool"], "message": asked["message"], "schema": asked["schema"], "key": asked["key"],
-                   "resend_warning": RESENT.format(name=self.call["name"]) if self.repeats_blindly else None}
+                   "resend_warning": RESENT.format(name=self.call["name"]) if self.repeats_blindly else None,
+                   "spent": self.scope.spent.pop("usage", None)}
         await approvals.request_approval(self.pool, thread_id=self.run_id, call_id=request["call_id"], tool="elicitation",
                                          args_hash="", expires_at=None, payload=request)
+        for event in self.scope.events:  # what the stopped send's server asked before the question
+            await store.append_trace(self.pool, self.run_id, "mcp_request", node=phase, data=secrets.redact(event))
+        self.scope.events.clear()
         await store.append_trace(self.pool, self.run_id, "mcp_request", node=phase, data=secrets.redact(
             {"kind": "elicitation", "tool": asked["tool"], "server": asked["server"], "message": asked["message"],
              "schema": asked["schema"], "action": "asked", "why": f"the call was stopped; the run waits at {request['call_id']}"}))

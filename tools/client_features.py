@@ -45,6 +45,8 @@ Sampler = Callable[[types.CreateMessageRequestParams], Awaitable[types.CreateMes
 Progress = Callable[[float, float | None, str | None], Awaitable[None]]
 
 SAMPLING_NOT_ALLOWED = "sampling is not allowed for MCP server {server!r}: set \"sampling\": true in its config to let it use the run's model"
+UNTIED = ("the server (2025 protocol) asked during one of several calls in flight on its session, so {what} cannot be "
+          "tied to {to}; ask during one call at a time, or use the 2026-07-28 protocol")
 NO_RUN = "no boundloop run is calling a tool on MCP server {server!r} now, so there is nobody to answer {method}"
 
 _scope: contextvars.ContextVar["CallScope | None"] = contextvars.ContextVar("mcp_call_scope", default=None)
@@ -209,6 +211,10 @@ class ClientFeatures:
         tools = sorted({candidate.tool for candidate in self._in_flight})
         return self._in_flight[0], tools[0] if len(tools) == 1 else f"one of {', '.join(tools)}"
 
+    def _untied(self) -> bool:
+        """A 2025 server's request during several calls in flight on its session: which one made it is unknown."""
+        return current() is None and len(self._in_flight) > 1
+
     async def on_elicitation(self, context: ClientRequestContext, params: types.ElicitRequestParams) -> types.ElicitResult | ErrorData:
         scope, during = self._scope()
         if scope is None:
@@ -224,9 +230,8 @@ class ClientFeatures:
             answer, why = {"action": "decline"}, "the run is unattended"
         elif answer is None and not scope.stops_for_questions:
             answer, why = {"action": "decline"}, "nobody can be asked: the call is not a run's tool call"
-        elif answer is None and current() is None and len(self._in_flight) > 1:
-            answer, why = {"action": "decline"}, ("the server (2025 protocol) asked during one of several calls in flight on its "
-                                                  "session, so the question cannot be tied to the call to stop")
+        elif answer is None and self._untied():
+            answer, why = {"action": "decline"}, UNTIED.format(what="the question", to="the call to stop")
         elif answer is None and not _take_escalation(scope):
             answer, why = {"action": "decline"}, "no escalations left in budget.escalations"
         elif answer is None:
@@ -252,8 +257,9 @@ class ClientFeatures:
         if scope is None:
             return ErrorData(code=INVALID_REQUEST, message=NO_RUN.format(server=self.server, method="sampling/createMessage"))
         request = params.model_dump(by_alias=True, mode="json", exclude_none=True)
-        if not self.allow_sampling or scope.sample is None:
-            message = SAMPLING_NOT_ALLOWED.format(server=self.server) if not self.allow_sampling else "this run has no model to sample from"
+        if not self.allow_sampling or scope.sample is None or self._untied():
+            message = (SAMPLING_NOT_ALLOWED.format(server=self.server) if not self.allow_sampling else "this run has no model to sample from"
+                       if scope.sample is None else UNTIED.format(what="the completion", to="the call that pays for it"))
             scope.record("sampling", during, server=self.server, request=request, refused=message)
             return ErrorData(code=INVALID_REQUEST, message=message)
         try:

@@ -42,6 +42,14 @@ async def note(text: str, ctx: Context) -> str:
 
 
 @mcp.tool(annotations=READ_ONLY)
+async def consult(ctx: Context) -> str:
+    """Ask the client's model, then the user."""
+    reply = await ctx.session.create_message([SamplingMessage(role="user", content=TextContent(type="text", text="advise"))], max_tokens=50)
+    result = await ctx.session.elicit_form("Which colour, and how many?", SCHEMA)
+    return json.dumps({"advice": reply.content.text, "action": result.action, "content": result.content})
+
+
+@mcp.tool(annotations=READ_ONLY)
 async def summarize(text: str, ctx: Context) -> str:
     """Ask the client's model to summarize `text`."""
     reply = await ctx.session.create_message([SamplingMessage(role="user", content=TextContent(type="text", text=text))], max_tokens=50)
