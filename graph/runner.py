@@ -244,7 +244,7 @@ class Runner:
             # durability="sync": each step's checkpoint is written before the next step starts,
             # so a kill or a cancel loses at most the step in flight.
             known = await self._known(thread_id, graph_input) if langsmith_trace.enabled() else {}
-            async with langsmith_trace.run_root(thread_id, known, self.services.graph_version) as finish:
+            async with langsmith_trace.run_root(thread_id, known, self.services.graph_version, self.pool) as finish:
                 stream = self.graph.astream(graph_input, _config(thread_id), context=context, stream_mode=["updates", "custom"], durability="sync")
                 async for mode, chunk in stream:
                     if mode == "custom":  # e.g. a tool's progress (graph/mcp_scope.py)
