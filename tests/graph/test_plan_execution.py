@@ -117,6 +117,22 @@ async def test_independent_read_only_steps_run_in_one_parallel_wave_before_the_s
     assert (workspace / "summary.md").read_text() == "three files\\n"
 
 
+async def test_a_step_the_plan_keeps_out_of_parallel_waves_runs_its_read_alone(run_script, runner, workspace):
+    """Four independent reads; the plan marks r2 `parallel: false`: r1, then r2 alone, then r3 and r4 together."""
+    for n in (1, 2, 3, 4):
+        (workspace / f"f{n}.md").write_text(f"f{n}\n")
+    steps = [{"id": f"r{n}", "description": f"read f{n}.md", "tools": ["workspace__read_file"], "args": {"path": f"f{n}.md"},
+              "parallel": n != 2} for n in (1, 2, 3, 4)]
+    report = await run_script(
+        {"planner": [step({"steps": steps})], "actor": [step(calls=[read(f"f{n}.md") for n in (1, 2, 3, 4)]), step("read")],
+         "critic": [CRITIC_PASS]},
+    )
+    assert report.status == Terminal.SUCCESS
+    supersteps = {event["data"]["call"]["call_id"]: event["data"]["step"] for event in await runner.trace(report.thread_id)
+                  if event["node"] == "execute"}
+    assert supersteps["a0.0"] < supersteps["a0.1"] < supersteps["a0.2"] == supersteps["a0.3"]
+
+
 async def test_a_step_that_keeps_failing_is_replanned_alone_and_the_done_step_never_runs_again(run_script, runner, workspace):
     """s1 writes a.md; s2 writes b.md, which is a directory, twice; s3 reads b.md. After s2's second
     failure the planner is asked to replace s2 and s3 only: s1 stays done with its one call, and the
