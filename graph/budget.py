@@ -42,7 +42,8 @@ class Budget(BaseModel):
     repairs: int | None = 2
     """Repair passes after a failed verification or critique (seed 001 reflection budget)."""
     replans: int | None = 2
-    """New plans after the first one fails validation."""
+    """Re-plans after the first plan: for a plan that failed validation, or a step whose calls kept
+    failing (graph/replan.py; each replaces only the affected steps)."""
     tool_result_chars: int | None = 200_000
     """Characters of tool output shown to the model, all calls together."""
     retries: int | None = 3

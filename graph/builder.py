@@ -84,7 +84,7 @@ def build_graph(*, checkpointer: BaseCheckpointSaver | None = None, services: Se
     builder.add_conditional_edges("retrieve", guards.route_after_retrieve)
     builder.add_conditional_edges("act", guards.route_after_act)
     builder.add_conditional_edges("compact", guards.route_after_compact)
-    tool_routes = ["approve", "execute", "act", "escalate", "finalize"]
+    tool_routes = ["approve", "execute", "act", "plan", "escalate", "finalize"]
     builder.add_conditional_edges("gate", guards.route_tool_calls, tool_routes)
     builder.add_edge("execute", "observe")
     builder.add_edge("approve", "observe")

@@ -4,7 +4,7 @@ registry current.
 Each node writes its events in one statement when it settles (a tool task — one call sent by a
 guard — writes a `call` event; the phases write `node` events): the node event (step, the verified
 checkpoint it started from, the budget vector it spent and the run's total after it, the tool
-decisions or calls it made, validation results, escalations, the terminal code) plus, at intake,
+decisions or calls it made, validation results, re-plans with their cause, escalations, the terminal code) plus, at intake,
 the run header: user scope, goal, autonomy-boundary version, workflow-graph version, model and
 prompt versions per role, tool registry version. An interrupt writes an `interrupt` event with the
 request. The trace is append-only, and read-only once the run closed (checkpoints/schema.py);
@@ -110,6 +110,8 @@ def node_events(services: Services, node: str, state: dict[str, Any], update: di
         event["tool_calls"] = calls
     if validation := _validation(node, update):
         event["validation"] = validation
+    if replan := _replan(node, state, update):
+        event["replan"] = replan
     if escalation := _escalation(node, state, update):
         event["escalation"] = escalation
         langsmith_trace.event(escalation["type"], secrets.redact(escalation))
@@ -172,6 +174,12 @@ def _validation(node: str, update: dict[str, Any]) -> dict[str, Any] | None:
     if node == "critique" and (critique := quality.get("critique")):
         return {"check": "critique", "passed": not critique.get("below_minimum"), "weighted": critique.get("weighted")}
     return None
+
+
+def _replan(node: str, state: dict[str, Any], update: dict[str, Any]) -> dict[str, Any] | None:
+    """The re-plan a plan node made (graph/replan.py): its cause, what it replaced and kept."""
+    before, after = (state.get("plan") or {}).get("revisions", []), (update.get("plan") or {}).get("revisions", [])
+    return after[-1] if node == "plan" and len(after) > len(before) else None
 
 
 def _escalation(node: str, state: dict[str, Any], update: dict[str, Any]) -> dict[str, Any] | None:
