@@ -145,7 +145,7 @@ def _decisions(update: dict[str, Any]) -> list[dict[str, Any]]:
     decided = []
     for obs in update.get("observations", []):
         call = allowed.get(obs["call_id"])
-        decision = obs.get("status") if call is None else ("ask" if call.get("ask") else "allow")
+        decision = obs.get("decision") or obs.get("status") if call is None else ("ask" if call.get("ask") else "allow")
         decided.append({"call_id": obs["call_id"], "tool": obs.get("tool"), "server": obs.get("server"), "args_hash": obs.get("args_hash"),
                         "side_effect": obs.get("side_effect"), "rule": obs.get("rule"), "decision": decision})
     return decided

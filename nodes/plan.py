@@ -28,7 +28,7 @@ async def plan(state: dict[str, Any], services: Services) -> dict[str, Any]:
         reply, update = await call_model(state, services, "planner", request)
     except NoReply as stopped:
         return {**stopped.update, "status": {"phase": "plan"}}
-    parsed, problem = parse_reply(str(reply.content), PlanReply)
+    parsed, problem = parse_reply(str(reply.text), PlanReply)
     attempt = previous.get("attempts", 0) + 1
     if parsed is None:
         new_plan = {"steps": [], "blocked": None, "attempts": attempt, "errors": [f"planner {problem}"]}
