@@ -26,7 +26,7 @@ async def roll_back(run_id: str, settings: dict[str, Any], services: Services, p
     effect sent but never answered (an INTENT without outcome) is listed for a person to check."""
     ledger = await store.run_ledger(await services.pool(), run_id)
     unanswered = [saga.unanswered(entry.call_id, qualified_name(entry.server, entry.tool)) for entry in reversed(ledger) if entry.status == "INTENT"]
-    provider_run = [saga.provider_run(entry.call_id, qualified_name(entry.server, entry.tool))
+    provider_run = [saga.provider_run(entry.call_id, qualified_name(entry.server, entry.tool), entry.result.get("arguments") or {})
                     for entry in reversed(ledger) if entry.status == "COMPLETE" and _hosted(entry)]
     unanswered += provider_run
     entries = [entry for entry in ledger if entry.status == "COMPLETE" and not _hosted(entry)]

@@ -155,9 +155,9 @@ async def compensate(
     return report
 
 
-def provider_run(call_id: str, tool: str) -> CompensationOutcome:
+def provider_run(call_id: str, tool: str, arguments: dict[str, Any]) -> CompensationOutcome:
     """The rollback line of a side effect a provider-hosted tool made: irreversible, a person must undo it."""
-    return CompensationOutcome(call_id=call_id, tool=tool, arguments={}, status="manual_action_required",
+    return CompensationOutcome(call_id=call_id, tool=tool, arguments=arguments, status="manual_action_required",
                                detail=MANUAL_ACTION.format(tool=tool, why=WHY_PROVIDER, call_id=call_id))
 
 

@@ -11,6 +11,7 @@ import pytest
 from langchain_core.messages import AIMessage
 
 from checkpoints import store
+from nodes._rollback import roll_back
 from graph.status import Terminal
 from tests.graph.fake_responses import FakeResponses, input_items, reasoning, text
 
@@ -76,6 +77,9 @@ async def test_a_code_interpreter_call_is_an_irreversible_side_effect_in_the_led
     assert (entry.status, entry.tool, entry.server, entry.idempotency_key) == ("COMPLETE", "code_interpreter", "calc", observation["ledger_key"])
     assert entry.result["hosted"] is True and entry.result["reversibility"] == "irreversible"
     assert report.values["usage"]["side_effects"] == 1
+    [line] = await roll_back(report.thread_id, report.values["settings"], runner.services, report.values["tools"])
+    assert (line["status"], line["tool"], line["call_id"]) == ("manual_action_required", "calc__code_interpreter", observation["call_id"])
+    assert line["arguments"] == {"code": "print(6*7)", "container_id": "cntr_1"}
 
 
 async def test_a_connector_approval_request_waits_for_our_interrupt_and_its_answer_is_sent_back(run_script, runner, provider):
@@ -103,6 +107,20 @@ async def test_a_connector_approval_request_waits_for_our_interrupt_and_its_answ
     assert done.values["usage"]["tool_calls"] == 1
     [entry] = await store.run_ledger(runner.pool, done.thread_id)
     assert (entry.status, entry.call_id) == ("COMPLETE", observation["call_id"])
+
+
+async def test_an_allowed_request_past_the_tool_call_budget_is_answered_no_and_ends_the_run(run_script, provider):
+    """The search spent the one allowed call: the connector's request is refused by the budget, not sent on."""
+    docs = {"type": "mcp", "server_url": "https://mcp.example.test/mcp", "trusted": True, "tools": ["create_issue"]}
+    policy = {"rules": [{"id": "issues", "action": "allow", "server": "docs", "tool": "create_issue"}]}
+    settings = {**provider, "hosted_tools": {"hostedTools": {"search": {"type": "web_search"}, "docs": docs}}}
+    with FakeResponses(actor=[[SEARCH, CREATE]]) as fake:
+        report = await run_script({}, base_url=fake.base_url, policy=policy, unattended=True, task={"budget": {"tool_calls": 1}}, **settings)
+    assert report.status == Terminal.BUDGET_EXHAUSTED
+    assert report.values["ending"]["reason"] == "budget.tool_calls exhausted: 1 of 1 used."
+    refused = [obs for obs in _hosted(report) if obs["tool"] == "docs__create_issue"][0]
+    assert (refused["status"], refused["rule"]) == ("budget_exceeded", "rule:issues")
+    assert len(fake.actor_requests()) == 1 and report.values["usage"]["tool_calls"] == 1
 
 
 async def test_an_edit_of_a_hosted_call_is_refused_and_the_human_asked_again(run_script, runner, provider):
@@ -207,3 +225,28 @@ async def test_a_streamed_responses_call_keeps_its_hosted_items(provider):
         merged += chunk
     assert [block["type"] for block in merged.content] == ["web_search_call", "text"]
     assert json.loads(json.dumps(merged.content[0]))["action"]["query"] == "release owner"
+
+
+def test_the_cli_runs_hosted_tools_from_its_config_and_langsmith_gets_a_tool_run(db_url, workspace, tmp_path):
+    """`boundloop run --config` with `model_apis` and `hosted_tools`; the reported interpreter call is
+    a `tool` run under the act step, with its decision and ledger key."""
+    from tests.graph.langsmith_capture import langsmith_stand_in
+    from tests.graph.test_cli import _env, boundloop
+
+    (tmp_path / "hosted.json").write_text(json.dumps(HOSTED))
+    (tmp_path / "policy.json").write_text(json.dumps(ALLOW_CODE))
+    with FakeResponses(actor=[[CODE, text("6 times 7 is 42.")]]) as fake, langsmith_stand_in() as (url, capture):
+        config = {"model": "fake-model", "base_url": fake.base_url, "model_apis": {"fake-model": "responses"},
+                  "hosted_tools": "hosted.json", "prices": {"fake-model": [0, 0]}, "tool_prices": {"code_interpreter_call": 0.05}}
+        (tmp_path / "config.json").write_text(json.dumps(config))
+        env = _env(LANGSMITH_TRACING="true", LANGSMITH_ENDPOINT=url, LANGSMITH_API_KEY="test-key", OPENAI_API_KEY="sk-test-key")
+        ran = boundloop("run", "Compute 6*7", "--config", str(tmp_path / "config.json"), "--policy", str(tmp_path / "policy.json"),
+                        "--workspace", str(workspace), "--database-url", db_url, "--json", env=env)
+    assert ran.returncode == 0, ran.stderr
+    report = json.loads(ran.stdout)
+    assert report["status"] == "SUCCESS" and report["usage"]["cost_usd"] == pytest.approx(0.05)
+    [tool] = [run for run in capture.runs.values() if run["run_type"] == "tool"]
+    metadata = tool["extra"]["metadata"]
+    assert (metadata["tool"], metadata["server"], metadata["decision"], metadata["rule"], metadata["outcome"]) == (
+        "calc__code_interpreter", "calc", "hosted:offered", "rule:calc", "ok")
+    assert metadata["ledger_key"].startswith("bl-") and capture.runs[str(tool["parent_run_id"])]["name"] == "act"
