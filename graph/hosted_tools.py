@@ -164,7 +164,7 @@ async def _account(
     """One reported call: its observation (with the ledger key when it has side effects) and its usage delta."""
     kind = hosted.ITEM_TYPES[item["type"]]
     entry = _entry_for(kind, item, offers)
-    tool = str(item.get("name")) if kind == hosted.CONNECTOR else kind
+    tool = str(item.get("name")) if kind == hosted.CONNECTOR else (entry["type"] if entry else kind)
     server = entry["name"] if entry else str(item.get("server_label") or "provider")
     args = _reported_arguments(kind, item)
     linked = decided.get(item.get("approval_request_id") or "")

@@ -11,6 +11,7 @@ import pytest
 from langchain_core.messages import AIMessage
 
 from checkpoints import store
+from graph.replay import replay_run
 from nodes._rollback import roll_back
 from graph.status import Terminal
 from tests.graph.fake_responses import FakeResponses, input_items, reasoning, text
@@ -62,6 +63,8 @@ async def test_a_reported_web_search_is_observed_charged_and_traced_and_the_item
     act_events = [event for event in await runner.trace(report.thread_id) if event["node"] == "act" and event["data"].get("tool_calls")]
     assert [call["request_id"] for call in act_events[0]["data"]["tool_calls"]] == [observation["call_id"]]
     assert await store.run_ledger(runner.pool, report.thread_id) == []  # a read leaves no ledger entry
+    replayed = await replay_run(runner.pool, report.thread_id, runner.graph)
+    assert replayed.valid, replayed.problems  # the offering at intake is the call's permission decision
 
 
 async def test_a_code_interpreter_call_is_an_irreversible_side_effect_in_the_ledger(run_script, runner, provider):
@@ -107,6 +110,8 @@ async def test_a_connector_approval_request_waits_for_our_interrupt_and_its_answ
     assert done.values["usage"]["tool_calls"] == 1
     [entry] = await store.run_ledger(runner.pool, done.thread_id)
     assert (entry.status, entry.call_id) == ("COMPLETE", observation["call_id"])
+    replayed = await replay_run(runner.pool, done.thread_id, runner.graph)
+    assert replayed.valid, replayed.problems  # asked at the gate, approved, then reported
 
 
 async def test_an_allowed_request_past_the_tool_call_budget_is_answered_no_and_ends_the_run(run_script, provider):
@@ -172,6 +177,9 @@ async def test_a_call_the_run_never_offered_ends_the_run_permission_denied(run_s
                                                  "which this run neither offered nor approved")
     [entry] = await store.run_ledger(runner.pool, report.thread_id)
     assert entry.status == "COMPLETE"
+    replayed = await replay_run(runner.pool, report.thread_id, runner.graph)
+    assert [problem.split(": ", 1)[1] for problem in replayed.problems] == [
+        f"tool call {report.values['observations'][0]['call_id']} (calc__code_interpreter) ran with no permission decision before it (gate skipped)"]
 
 
 async def test_hosted_tools_stop_being_offered_when_the_tool_call_budget_is_spent(run_script, provider):
