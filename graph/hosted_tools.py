@@ -10,7 +10,8 @@ Three moments (the offering itself was decided at intake, tools/hosted.py):
   message, which the next request carries.
 - reporting (act): each `web_search_call`, `file_search_call`, `code_interpreter_call` and `mcp_call`
   item of a reply becomes an observation, grounded at `observed` (nothing of ours can check it);
-  it is charged (tool calls, side effects, its per-call price, result chars), written to the trace
+  it is charged (tool calls, side effects, its per-call price, result chars), its output is read for
+  instructions to the agent (the safety breaker's cues, as observe does for our calls), written to the trace
   as a tool call of the act step and to LangSmith as a `tool` run; one with side effects gets a
   ledger entry marked irreversible: COMPLETE, ABORT when it failed, INTENT when its outcome is unknown.
   A reported call the run neither offered nor approved ends the run PERMISSION_DENIED.
@@ -30,6 +31,7 @@ from checkpoints import store
 from graph import langsmith_trace
 from graph.budget import Budget, add_usage, check_before_tool_call, tool_call_reservation
 from graph.models import tool_call_price_of
+from graph.safety import instruction_cues
 from graph.services import Services, current_run_id
 from graph.status import Terminal, ending
 from tools import breakers, dispatch, gateway, hosted
@@ -186,6 +188,7 @@ async def _account(
         "excerpt": excerpt[:1_000], "truncated": truncated, "pointer": pointer, "sha256": hashlib.sha256(text.encode()).hexdigest(),
         "chars": len(text), "latency_ms": 0.0, "attempts": 1, "started_at": now, "ended_at": now, "hosted": True,
         "provider_item": item["type"], "grounded": True, "permitted": permitted,
+        "instructions": instruction_cues(text) if status in ("ok", "tool_error") else [],  # the safety breaker reads these
         "ledger_key": await _ledger(call_id, name, server, tool, args, args_hash, status, item, excerpt, services) if side_effect else None,
     }
     delta: dict[str, Any] = {"tool_result_chars": len(excerpt)}
