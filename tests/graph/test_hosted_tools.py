@@ -227,6 +227,17 @@ async def test_a_malformed_provider_answer_ends_the_run_unavailable(run_script, 
     assert report.status == Terminal.UNAVAILABLE_DEP, report.values.get("ending")
 
 
+async def test_a_connector_secret_missing_in_this_process_ends_the_run_resumably(run_script, provider, monkeypatch):
+    """The header reference is expanded only when the request is built: unset, nothing is sent."""
+    monkeypatch.delenv("DOCS_TOKEN", raising=False)
+    docs = {"type": "mcp", "server_url": "https://mcp.example.test/mcp", "headers": {"Authorization": "Bearer ${DOCS_TOKEN}"}}
+    with FakeResponses() as fake:
+        report = await run_script({}, base_url=fake.base_url, **{**provider, "hosted_tools": {"hostedTools": {"docs": docs}}})
+    assert report.status == Terminal.UNAVAILABLE_DEP and "actor" not in fake.roles
+    assert report.values["ending"]["reason"] == "hostedTools.docs.headers.Authorization: ${DOCS_TOKEN} is not set. Export DOCS_TOKEN, or write ${DOCS_TOKEN:-default}."
+    assert report.values["ending"]["resume_to"] == "act"
+
+
 async def test_hosted_tools_on_a_chat_completions_model_are_refused_at_intake(run_script, provider):
     report = await run_script({}, base_url="http://127.0.0.1:9/v1", **{**provider, "model_apis": {}})
     assert report.status == Terminal.VALIDATION_FAIL
