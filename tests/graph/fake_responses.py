@@ -22,7 +22,7 @@ import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Callable
 
-from tests.graph.fake_openai import ANSWER, PLAN, ROLES, SCORES, VERDICT
+from tests.graph.fake_openai import ANSWER, PLAN, ROLES, SCORES, VERDICT, _error
 
 Turn = list[dict[str, Any]] | Callable[[dict[str, Any]], list[dict[str, Any]]] | dict[str, Any]
 USAGE = {"input_tokens": 1000, "output_tokens": 100, "total_tokens": 1100,
@@ -125,6 +125,3 @@ def _events(response: dict[str, Any]) -> bytes:
     return b"".join(f"event: {event['type']}\ndata: {json.dumps({**event, 'sequence_number': n})}\n\n".encode()
                     for n, event in enumerate(events))
 
-
-def _error(status: int) -> dict[str, Any]:
-    return {"error": {"message": f"fake provider error {status}", "type": "server_error" if status >= 500 else "rate_limit_error", "code": None}}
