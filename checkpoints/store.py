@@ -157,6 +157,10 @@ WRITE_OUTCOME = """
 UPDATE boundloop_ledger SET status = %s, result = %s, error = %s, updated_at = now()
 WHERE idempotency_key = %s AND status = 'INTENT'
 RETURNING *"""
+MARK_INTENT = """
+UPDATE boundloop_ledger SET result = %s, updated_at = now()
+WHERE idempotency_key = %s AND status = 'INTENT'
+RETURNING idempotency_key"""
 GET_LEDGER_ENTRY = "SELECT * FROM boundloop_ledger WHERE idempotency_key = %s"
 RUN_LEDGER = "SELECT * FROM boundloop_ledger WHERE thread_id = %s ORDER BY created_at, idempotency_key"
 
@@ -323,6 +327,14 @@ async def write_complete(
 async def write_abort(pool: AsyncConnectionPool, idempotency_key: str, error: str) -> LedgerEntry:
     """INTENT → ABORT with the reason; `LedgerConflict` from any other state."""
     return await _write_outcome(pool, idempotency_key, "ABORT", result=None, error=error)
+
+
+async def mark_intent(pool: AsyncConnectionPool, idempotency_key: str, mark: dict[str, Any] | None) -> None:
+    """Note why an INTENT has no outcome yet (None clears it); `LedgerConflict` from any other state."""
+    row = await _maybe_one(pool, MARK_INTENT, (_json(mark), idempotency_key))
+    if row is None:
+        current = await get_ledger_entry(pool, idempotency_key)
+        raise LedgerConflict(idempotency_key, None if current is None else current.status, "INTENT")
 
 
 async def get_ledger_entry(pool: AsyncConnectionPool, idempotency_key: str) -> LedgerEntry | None:

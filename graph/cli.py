@@ -7,7 +7,6 @@ on an error keeps its last checkpoint, and the message says how to resume it.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import logging
 import math
@@ -32,7 +31,7 @@ from graph.models import model_for
 from graph.progress import Progress, render_pending, render_report, render_runs, render_trace
 from graph.runner import RunReport, Runner
 from graph.task import RunSettings, Task, limit_problem
-from tools import client_features, secrets
+from tools import secrets
 from tools.errors import ToolsError
 from tools.config import load_servers
 from tools.policy import load_policy
@@ -322,13 +321,12 @@ def _observer(as_json: bool) -> Any:
 
 
 async def _drive(runner: Runner, started: Any, as_json: bool) -> None:
-    from graph.approvals_prompt import answer_elicitation, ask_decisions
+    from graph.approvals_prompt import ask_decisions
 
     at_terminal = not as_json and sys.stdin.isatty()
-    with client_features.attend(answer_elicitation) if at_terminal else contextlib.nullcontext():  # servers' questions
-        report: RunReport = await started
-        while report.waiting and at_terminal:
-            report = await runner.resume(report.thread_id, decisions=ask_decisions(report.interrupts), observe=_observer(as_json))
+    report: RunReport = await started
+    while report.waiting and at_terminal:
+        report = await runner.resume(report.thread_id, decisions=ask_decisions(report.interrupts), observe=_observer(as_json))
     if as_json:
         out.print_json(json.dumps(secrets.redact(_report_json(report)), default=str))
     else:

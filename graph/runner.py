@@ -15,6 +15,7 @@ drive ends with `DatabaseLost`, which says how to resume.
 from __future__ import annotations
 
 import asyncio
+import json
 import math
 import os
 import time
@@ -149,7 +150,9 @@ class Runner:
         if decision.get("args_hash") not in (None, item.value.get("args_hash")):
             raise ApprovalRefused(thread_id, call_id, "the decision is for other arguments than the ones the request was made for (argument hash mismatch)")
         if item.value.get("type") != "tool_approval":
-            return await self.resume(thread_id, decisions={item.id: _as_answer(decision)}, observe=observe)
+            report = await self.resume(thread_id, decisions={item.id: as_resume_value(item.value, thread_id, call_id, decision)}, observe=observe)
+            _refused_again(report, thread_id, call_id)
+            return report
         expires_at = item.value.get("expires_at")
         if expires_at is not None and expires_at < time.time():
             at = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(expires_at))
@@ -157,10 +160,7 @@ class Runner:
                                                       f"`boundloop resume {thread_id}` continues the run with it rejected")
         bound = {**decision, "call_id": call_id, "args_hash": item.value.get("args_hash")}
         report = await self.resume(thread_id, decisions={item.id: bound}, observe=observe)
-        for waiting in report.interrupts:
-            value = waiting["value"] if isinstance(waiting["value"], dict) else {}
-            if value.get("call_id") == call_id and value.get("refused"):
-                raise ApprovalRefused(thread_id, call_id, f"{value['refused']}; the run still waits for a decision")
+        _refused_again(report, thread_id, call_id)
         return report
 
     async def pending(self, thread_id: str | None = None) -> list[dict[str, Any]]:
@@ -369,6 +369,36 @@ def _reopening(values: dict[str, Any]) -> Command | None:
     return Command(update={"ending": None, "result": None, "status": {"phase": "resume"}}, goto=stopped["resume_to"])
 
 
+def _refused_again(report: RunReport, thread_id: str, call_id: str) -> None:
+    """The run refused the decision and asks again: say why, in one line."""
+    for waiting in report.interrupts:
+        value = waiting["value"] if isinstance(waiting["value"], dict) else {}
+        if value.get("call_id") == call_id and value.get("refused"):
+            raise ApprovalRefused(thread_id, call_id, f"{value['refused']}; the run still waits for a decision")
+
+
+def as_resume_value(request: dict[str, Any], thread_id: str, call_id: str, decision: dict[str, Any]) -> dict[str, Any]:
+    """What an approve/reject decision resumes a waiting escalation with (not a tool approval)."""
+    if request.get("type") == "elicitation":
+        return _as_elicitation_answer(thread_id, call_id, decision)
+    return _as_answer(decision)
+
+
+def _as_elicitation_answer(thread_id: str, call_id: str, decision: dict[str, Any]) -> dict[str, Any]:
+    """An approve (`answer`: the fields as a JSON object; none takes the schema's defaults) or a
+    reject (decline), as the answer to an MCP server's question."""
+    if decision.get("decision") != "approve":
+        return {"action": "decline", "approver": decision.get("approver")}
+    try:
+        content = json.loads(decision["answer"]) if decision.get("answer") else {}
+    except json.JSONDecodeError as error:
+        content = error
+    if not isinstance(content, dict):
+        raise ApprovalRefused(thread_id, call_id, "the answer to a server's question must be a JSON object of its fields, "
+                                                  "e.g. --answer '{\"colour\": \"green\"}'")
+    return {"action": "accept", "content": content, "approver": decision.get("approver")}
+
+
 def _as_answer(decision: dict[str, Any]) -> dict[str, Any]:
     """An approve/reject decision, as the answer to an escalation (question, extension, review, plan)."""
     answer = {key: decision[key] for key in ("answer", "grant", "message", "approver") if decision.get(key) is not None}
@@ -382,6 +412,7 @@ def _waiting_for(interrupts: list[dict[str, Any]]) -> str:
     request = interrupts[0]["value"] if isinstance(interrupts[0]["value"], dict) else {}
     return {
         "ask_user": request.get("code", Terminal.MISSING_INFO),
+        "elicitation": Terminal.MISSING_INFO,
         "review": Terminal.REVIEW_REQUIRED,
         "budget_extension": (request.get("ending") or {}).get("code", Terminal.BUDGET_EXHAUSTED),
     }.get(request.get("type"), Terminal.CONFIRM_REQUIRED)
