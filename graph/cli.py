@@ -49,7 +49,7 @@ BudgetOpt = Annotated[list[str], typer.Option("--budget", "-b", help="Override a
 ModelOpt = Annotated[Optional[str], typer.Option("--model", help="OpenAI-compatible model name, or `scripted`.")]
 BaseUrlOpt = Annotated[Optional[str], typer.Option("--base-url", help="OpenAI-compatible endpoint.")]
 ScriptOpt = Annotated[Optional[Path], typer.Option("--script", help="Script for the scripted model.")]
-ConfigOpt = Annotated[Optional[Path], typer.Option("--config", help="JSON config file: model, base_url, api_key, servers, prices.")]
+ConfigOpt = Annotated[Optional[Path], typer.Option("--config", help="JSON config file: model, base_url, api_key, servers, prices, model_apis, hosted_tools, tool_prices.")]
 WorkspaceOpt = Annotated[Optional[Path], typer.Option("--workspace", help="Root of the shipped workspace server (default: current directory).")]
 ServersOpt = Annotated[Optional[Path], typer.Option("--servers", help="MCP servers file in the mcpServers JSON shape.")]
 PolicyOpt = Annotated[Optional[Path], typer.Option("--policy", help="Permission rules file (JSON): {\"rules\": [{\"action\", \"server\", \"tool\", \"arguments\", \"id\"}]}.")]
@@ -253,6 +253,8 @@ def _settings(options: dict[str, Any]) -> RunSettings:
         values["servers"] = str(options["servers"].resolve())  # read when a server starts: its secrets never enter the run's state
     elif isinstance(values.get("servers"), str):
         values["servers"] = str((options["config"].parent / values["servers"]).resolve())
+    if isinstance(values.get("hosted_tools"), str):
+        values["hosted_tools"] = str((options["config"].parent / values["hosted_tools"]).resolve())
     if options["policy"]:
         values["policy"] = _read_json(options["policy"], "policy")
     values["workspace_root"] = str((options["workspace"] or Path(values.get("workspace_root") or ".")).resolve())

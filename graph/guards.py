@@ -18,6 +18,7 @@ from langgraph.types import Send
 from graph import schedule
 from graph.budget import Budget, check_before_model_call, check_before_step
 from graph.deadline import budget_left_s
+from graph.hosted_tools import approval_requests
 from graph.plan import evidence_to_fetch, unfinished
 from graph.status import Terminal
 from graph.tripwires import tripped
@@ -97,8 +98,8 @@ def route_after_act(state: dict[str, Any]) -> Literal["compact", "gate", "verify
     if (state.get("context") or {}).get("pressure"):
         return "compact"  # the context pressure gate: act did not call, its request was over the threshold
     last = state["messages"][-1]
-    if isinstance(last, AIMessage) and (last.tool_calls or last.invalid_tool_calls):
-        return "gate"
+    if isinstance(last, AIMessage) and (last.tool_calls or last.invalid_tool_calls or approval_requests(last)):
+        return "gate"  # an approval request of a provider-side connector is gated like a call
     if unfinished((state.get("plan") or {}).get("steps", [])):
         return "repair"  # the completion check: a final answer with a required step not done never reaches the judge
     needs_judge = bool(state["task"].get("acceptance_criteria"))

@@ -84,7 +84,7 @@ def tool_run(payload: dict[str, Any]) -> Iterator[Callable[[list[dict[str, Any]]
     import langsmith
 
     call = payload.get("call") or {}
-    metadata = {"server": call.get("server"), "tool": call.get("name"), "decision": "approved" if call.get("ask") else "allow",
+    metadata = {"server": call.get("server"), "tool": call.get("name"), "decision": call.get("decision") or ("approved" if call.get("ask") else "allow"),
                 "rule": call.get("rule"), "call_id": call.get("call_id"), "args_hash": call.get("args_hash")}
     with langsmith.trace(f"tool:{call.get('name')}", run_type="tool", inputs={"args_hash": call.get("args_hash"), "call_id": call.get("call_id")},
                          metadata=metadata, tags=["tool"]) as span:
@@ -95,6 +95,17 @@ def tool_run(payload: dict[str, Any]) -> Iterator[Callable[[list[dict[str, Any]]
             span.end(outputs={"status": record.get("status"), "sha256": record.get("sha256"), "observation_pointer": record.get("observation_pointer")})
 
         yield done
+
+
+def hosted_tool_run(record: dict[str, Any]) -> None:
+    """A provider-hosted call (graph/hosted_tools.py), reported after the fact, as a `tool` run under the act step."""
+    if not enabled():
+        return
+    call = {"server": record.get("server"), "name": record.get("tool"), "rule": record.get("rule"), "call_id": record.get("call_id"),
+            "args_hash": record.get("args_hash"), "decision": f"hosted:{record.get('decision')}"}
+    with tool_run({"call": call}) as done:
+        done([{"ledger_key": record.get("ledger_key"), "status": record.get("status"), "sha256": record.get("sha256"),
+               "observation_pointer": record.get("pointer") or f"observation:{record.get('call_id')}"}])
 
 
 def event(name: str, data: dict[str, Any]) -> None:

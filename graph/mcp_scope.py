@@ -95,7 +95,7 @@ def _messages(params: types.CreateMessageRequestParams) -> list[BaseMessage]:
 
 
 def _text(reply: AIMessage) -> str:
-    return reply.content if isinstance(reply.content, str) else str(reply.content)
+    return str(reply.text)
 
 
 async def settle(scope: CallScope, result: dict[str, Any], services: Services, *, phase: str) -> dict[str, Any]:

@@ -130,13 +130,19 @@ def _header(services: Services, state: dict[str, Any], update: dict[str, Any]) -
         "goal": update.get("task") or state.get("task"),
         "autonomy_boundary_version": digest(boundary) if boundary else None,
         "policy_hash": boundary.get("policy_hash"),
-        "allowed": {key: boundary.get(key) for key in ("profile", "tools", "unattended")},
+        "allowed": {key: boundary.get(key) for key in ("profile", "tools", "unattended")} | _hosted_offers(boundary),
         "workflow_graph_version": services.graph_version,
         "model_versions": {role: model for role in ROLES},
         "prompt_template_versions": prompt_versions(),
         "tool_registry_version": (update.get("tools") or {}).get("version"),
         "budget_limits": update.get("budget"),
     }
+
+
+def _hosted_offers(boundary: dict[str, Any]) -> dict[str, Any]:
+    """The provider-hosted tools offered, or not, and why (graph/hosted_tools.py): their permission decision."""
+    offers = [{key: entry.get(key) for key in ("name", "type", "offered", "decision", "rule", "tools")} for entry in boundary.get("hosted") or []]
+    return {"hosted": offers} if offers else {}
 
 
 def _decisions(update: dict[str, Any]) -> list[dict[str, Any]]:
@@ -147,7 +153,7 @@ def _decisions(update: dict[str, Any]) -> list[dict[str, Any]]:
     decided = []
     for obs in update.get("observations", []):
         call = allowed.get(obs["call_id"])
-        decision = obs.get("status") if call is None else ("ask" if call.get("ask") else "allow")
+        decision = obs.get("decision") or obs.get("status") if call is None else ("ask" if call.get("ask") else "allow")
         decided.append({"call_id": obs["call_id"], "tool": obs.get("tool"), "server": obs.get("server"), "args_hash": obs.get("args_hash"),
                         "side_effect": obs.get("side_effect"), "rule": obs.get("rule"), "decision": decision})
     return decided
@@ -159,6 +165,7 @@ def _tool_calls(update: dict[str, Any]) -> list[dict[str, Any]]:
         {"name": obs.get("tool"), "server": obs.get("server"), "args_hash": obs.get("args_hash"), "request_id": obs["call_id"],
          "status": obs.get("status"), "observation_pointer": obs.get("pointer") or f"observation:{obs['call_id']}",
          "sha256": obs.get("sha256"), "side_effect": obs.get("side_effect"), "stage": obs.get("stage"), "ledger_key": obs.get("ledger_key")}
+        | ({"hosted": True} if obs.get("hosted") else {})
         for obs in update.get("observations", [])
         if obs.get("stage") in ("observed", "attempted")
     ]

@@ -7,23 +7,35 @@ from typing import Any
 
 from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
 
-from graph import compaction, memory, payload_tool, schedule
+from graph import compaction, hosted_tools, memory, payload_tool, schedule
+from graph.budget import add_usage
 from graph.models import NoReply, call_model
 from graph.prompts import ACTOR, SCHEMA_RULE, evidence_brief, task_brief
 from graph.services import Services, current_run_id
+from graph.status import Terminal, ending
+from tools.errors import ConfigError
 
 
 async def act(state: dict[str, Any], services: Services) -> dict[str, Any]:
     """One actor turn. The brief (task, plan progress, evidence) is rebuilt each turn, not stored."""
     registry = await services.registry(current_run_id(), state["settings"], state.get("tools"))
     request, tools = actor_request(state, [spec.for_model() for spec in registry.specs()])
+    try:
+        offered, options = hosted_tools.offer(state)
+    except ConfigError as error:  # a hosted tool's `${VAR}` is not set in this process
+        stop = ending(Terminal.UNAVAILABLE_DEP, str(error), f"Export it, then continue with `boundloop resume {current_run_id()}`.",
+                      dependency="hosted_tools", resume_to="act")
+        return {"ending": stop, "status": {"phase": "act"}}
+    tools = [*tools, *offered]
     if measured := compaction.pressure(state, request, tools):  # the context pressure gate: compact first
         return {"context": measured, "status": {"phase": "act"}}
     try:
-        reply, update = await call_model(state, services, "actor", request, tools=tools)
+        reply, update = await call_model(state, services, "actor", request, tools=tools, options=options)
     except NoReply as stopped:
         return {**stopped.update, "status": {"phase": "act"}}
-    return {**update, "messages": [reply], "status": {"phase": "act"}}
+    reported = await hosted_tools.observe_reply(state, services, reply)  # calls the provider already made
+    usage = add_usage(update["usage"], reported.pop("usage", None))
+    return {**update, **reported, "usage": usage, "messages": [reply], "status": {"phase": "act"}}
 
 
 def actor_request(state: dict[str, Any], tools: list[dict[str, Any]]) -> tuple[list[BaseMessage], list[dict[str, Any]]]:

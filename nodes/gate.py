@@ -18,7 +18,7 @@ from typing import Any
 
 from langchain_core.messages import AIMessage, ToolMessage
 
-from graph import payload_tool, schedule
+from graph import hosted_tools, payload_tool, schedule
 from graph.budget import Budget, add_usage
 from graph.services import Services, current_run_id
 from graph.status import Terminal, ending
@@ -78,6 +78,10 @@ async def gate(state: dict[str, Any], services: Services) -> dict[str, Any]:
                                   dimension=admission.exhaustion.dimension)
     fetched = await payload_tool.answer(state, services, builtin) if builtin else {"messages": [], "observations": [], "usage": {}}
     messages, observations, usage = fetched["messages"] + messages, fetched["observations"] + observations, add_usage(usage, fetched["usage"])
+    if hosted_tools.approval_requests(reply):  # a provider-side connector asks before it runs a tool
+        answered = hosted_tools.admit_requests(state, reply, turn, add_usage(state["usage"], usage))
+        messages, observations, asks = messages + answered["messages"], observations + answered["observations"], asks + answered["asks"]
+        usage, stopping = add_usage(usage, answered["usage"]), stopping or answered.get("ending")
     update: dict[str, Any] = {
         "messages": messages,
         "observations": observations,

@@ -36,7 +36,7 @@ async def plan(state: dict[str, Any], services: Services) -> dict[str, Any]:
         return {**stopped.update, "status": {"phase": "plan"}}
     if pending:
         update["usage"] = {**update.get("usage", {}), "replans": 1}
-    parsed, problem = parse_reply(str(reply.content), PlanReply)
+    parsed, problem = parse_reply(str(reply.text), PlanReply)
     attempt = previous.get("attempts", 0) + 1
     if parsed is None and pending:  # keep what stands and the re-plan asked for; validate_plan asks again
         new_plan = {**previous, "attempts": attempt, "errors": [f"planner {problem}"], "valid": False}
