@@ -120,7 +120,8 @@ def _extend_budget(state: dict[str, Any], request: dict[str, Any], answer: Escal
     if not answer.grant:
         return {"ending": request["ending"]}  # declined: the exhaustion ends the run
     budget = Budget.model_validate({**state["budget"], **answer.grant})
-    resume_to = "act" if (state.get("plan") or {}).get("valid") else "plan"
+    plan = state.get("plan") or {}
+    resume_to = "act" if plan.get("valid") and not plan.get("replan") else "plan"  # a stuck step's re-plan goes ahead
     return {"budget": budget.model_dump(mode="json"), "ending": None, "resume_to": resume_to}
 
 

@@ -174,7 +174,7 @@ def check_failure(check: dict[str, Any], status: str, output: str) -> tuple[str,
 def final_answer(state: dict[str, Any]) -> str:
     for message in reversed(state.get("messages", [])):
         if isinstance(message, AIMessage) and not message.tool_calls and not message.invalid_tool_calls:
-            return memory.split_answer(str(message.content))[0]
+            return memory.split_answer(str(message.text))[0]
     return ""
 
 
