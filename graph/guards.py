@@ -157,8 +157,7 @@ def route_after_repair(state: dict[str, Any]) -> Literal["plan", "act", "escalat
     """To the planner when the repair strategy is REPLAN (nodes/repair.py), else back to the actor."""
     if not may_call_model(state):
         return stop(state)
-    plan = state.get("plan") or {}
-    return "plan" if plan.get("replan_cause") == "repair" and not plan.get("valid") else "act"
+    return "plan" if (state.get("plan") or {}).get("replan") else "act"
 
 
 def route_after_commit(state: dict[str, Any]) -> Literal["remember", "escalate", "finalize"]:

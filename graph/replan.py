@@ -1,7 +1,8 @@
 """replan: targeted re-planning (seed 000 §15.3.3) — repair only the steps that broke.
 
 A re-plan is requested with a cause when validation rejects a plan (validate_plan) or when a step
-is stuck after execution (observe: its calls failed `STEP_ATTEMPTS` times). It names the affected
+is stuck after execution (observe: its calls failed `STEP_ATTEMPTS` times), or when a repair's
+strategy is to re-plan (repair: the output failed review in a way edits cannot fix). It names the affected
 steps — the broken ones and everything that depends on them — and the planner is asked for
 replacements of those only. Every other step is kept as it stands, progress included: a done
 step stays done and its calls are never made again; a re-plan cannot rewrite it. A plan-wide
@@ -14,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-Cause = Literal["validation", "step_failed"]
+Cause = Literal["validation", "step_failed", "verification"]
 
 
 def affected(steps: list[dict[str, Any]], roots: set[str]) -> list[str]:

@@ -2,8 +2,8 @@
 
 Each defect is classified (graph/diagnosis.py) and the round takes the strongest strategy its
 defects need, raised one rung each time a class comes back. The actor receives the diagnosis as
-structured data (class, location, expected/actual, strategy), not prose. A REPLAN round hands the
-diagnosis to the planner through the plan's errors (the same path as a rejected plan); a round
+structured data (class, location, expected/actual, strategy), not prose. A REPLAN round asks the
+planner for a targeted re-plan (graph/replan.py) of the unfinished steps, done steps kept; a round
 that would need a HUMAN, or a re-plan with none left, stops repairing.
 
 A final answer given while a required plan step is not done comes here straight from act (the
@@ -23,7 +23,7 @@ from typing import Any
 
 from langchain_core.messages import HumanMessage
 
-from graph import convergence, diagnosis
+from graph import convergence, diagnosis, replan
 from graph.budget import Budget
 from graph.plan import describe_unfinished, unfinished
 from graph.services import Services
@@ -85,8 +85,9 @@ def _repair_round(state: dict[str, Any], quality: dict[str, Any], planned: list[
     update: dict[str, Any] = {"messages": [HumanMessage(feedback)], "usage": {"repairs": 1}}
     if strategy == "REPLAN":
         why = [f"the output failed review ({defect['cause']}): {defect['problem']}" for defect in planned]
-        update["plan"] = {**(state.get("plan") or {}), "valid": False, "errors": why, "replan_cause": "repair"}
-        update["usage"] = {"repairs": 1, "replans": 1}
+        current = state.get("plan") or {}
+        targets = replan.affected(current.get("steps", []), {step["id"] for step in unfinished(current.get("steps", []))})
+        update["plan"] = {**current, "valid": False, "errors": why, "replan": replan.request("verification", "; ".join(why), targets)}
     return update
 
 

@@ -65,7 +65,7 @@ async def test_a_recurring_class_escalates_from_rewrite_to_a_replan_that_reaches
     assert [repair["strategy"] for repair in report.values["quality"]["repairs"]] == ["SECTION_REWRITE", "REPLAN"]
     assert report.values["usage"]["replans"] == 1 and report.values["usage"]["calls_by_role"]["planner"] == 2
     planner_saw = model_for(report.values["settings"]).last_request("planner")[-1].content
-    assert "- the output failed review (INCOMPLETENESS): owner: still no owner" in planner_saw
+    assert "Re-plan (verification): the output failed review (INCOMPLETENESS): owner: still no owner" in planner_saw
 
 
 async def test_exhausted_repairs_in_an_attended_run_ask_a_human_who_accepts_the_best_output(run_script, runner):
