@@ -18,7 +18,7 @@ from langgraph.graph.state import CompiledStateGraph
 from langgraph.runtime import Runtime
 
 from graph import deadline, guards, langsmith_trace
-from graph.budget import add_usage
+from graph.budget import add_usage, sparse
 from graph.check import check_graph
 from graph.faults import crash_point
 from graph.progress import phase_progress
@@ -152,7 +152,7 @@ async def _settle(name: str, state: dict[str, Any], update: dict[str, Any], star
     """Charge the node's active time to the wall-clock budget, write its trace event, and stream
     the phase's progress to `custom` stream consumers (Studio, SDK clients; a no-op otherwise)."""
     elapsed = time.perf_counter() - started
-    update["usage"] = add_usage(update.get("usage"), {"wall_clock_s": elapsed})
+    update["usage"] = sparse(add_usage(update.get("usage"), {"wall_clock_s": elapsed}))
     await record_node(services, current_run_id(), name, state, update, elapsed)
     usage = add_usage(state.get("usage"), update["usage"])
     get_stream_writer()(phase_progress(name, update, usage, update.get("budget") or state.get("budget"), state.get("observations")))

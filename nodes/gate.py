@@ -68,13 +68,15 @@ async def gate(state: dict[str, Any], services: Services) -> dict[str, Any]:
     fetched = await payload_tool.answer(state, services, builtin) if builtin else {"messages": [], "observations": [], "usage": {}}
     messages, observations, usage = fetched["messages"] + messages, fetched["observations"] + observations, add_usage(usage, fetched["usage"])
     update: dict[str, Any] = {
-        "messages": messages,
         "observations": observations,
         "usage": usage,
         "dispatch": gateway.waves(planned, budget.parallel_calls),
-        "approvals": asks,
         "status": {"phase": "gate"},
     }
+    if messages:  # an empty write changes nothing and still costs a checkpoint row
+        update["messages"] = messages
+    if asks:
+        update["approvals"] = asks
     if stopping:
         update["ending"] = stopping
     return update

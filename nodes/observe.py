@@ -63,13 +63,14 @@ async def observe(state: dict[str, Any], services: Services) -> dict[str, Any]:
     waiting = [wave for wave in state.get("dispatch", []) if not all(call["call_id"] in done_ids for call in wave)]
     update: dict[str, Any] = {
         "observations": grounded,
-        "dispatch": waiting,
         "status": {"phase": "observe"},
         "usage": {"wall_clock_s": _span(fresh)},
     }
+    if waiting != state.get("dispatch", []):  # unchanged channels are not written: each write is a checkpoint row
+        update["dispatch"] = waiting
     if changed := breakers.changes(before, breaker_state):
         update["breakers"] = changed
-    if plan := state.get("plan"):
+    if (plan := state.get("plan")) and steps != plan.get("steps", []):
         update["plan"] = {**plan, "steps": steps}
     if unknown := [obs for obs in fresh if obs["status"] == "unknown_after_crash"]:
         update["ending"] = ending(
