@@ -1,12 +1,18 @@
 """Work the runtime does at every step, kept off the hot path: the run's registry is built once
-per process from its pins."""
+per process from its pins, and the guard edges run on the event loop, not in a thread pool."""
 
 from __future__ import annotations
 
+import functools
+import json
+import threading
 from typing import Any
 
+from graph import guards
+from graph.runner import Runner
 from graph.services import Services
 from graph.status import Terminal
+from graph.task import RunSettings, Task
 from tests.graph.conftest import CRITIC_PASS, PLAN_READ_NOTES, step
 from tools import pinning
 
@@ -44,3 +50,23 @@ async def test_a_changed_pin_gets_its_own_registry():
     assert other.get("s__t").description == "changed"
     await services.close_run("run")
     assert await services.registry("run", {}, first) is not one  # a closed run's registries are dropped
+
+
+async def test_every_guard_edge_runs_on_the_event_loop_thread(db_url, workspace, tmp_path, monkeypatch):
+    """A plain `def` edge would run in LangGraph's thread pool at every step; ours stay on the loop."""
+    threads: set[int] = set()
+    for name in [name for name in dir(guards) if name.startswith("route_")]:
+        original = getattr(guards, name)
+
+        @functools.wraps(original)  # keeps the Literal return type the graph draws its edges from
+        def recording(state: dict[str, Any], _original: Any = original) -> Any:
+            threads.add(threading.get_ident())
+            return _original(state)
+
+        monkeypatch.setattr(guards, name, recording)
+    script = tmp_path / "script.json"
+    script.write_text(json.dumps({"model_id": "scripted-test", "roles": SCRIPT}))
+    async with Runner(db_url) as runner:  # built after the patch: the graph holds the recording guards
+        report = await runner.start(Task(goal="Summarize notes.md"), RunSettings(model="scripted", script=str(script), workspace_root=str(workspace)))
+    assert report.status == Terminal.SUCCESS
+    assert threads == {threading.get_ident()}
