@@ -20,7 +20,7 @@ from langgraph.config import get_config
 from psycopg_pool import AsyncConnectionPool
 
 from checkpoints.lease import LeaseHolder
-from tools import oauth, pinning
+from tools import pinning
 from tools.bridge import MCPBridge
 from tools.config import load_servers
 from tools.registry import ToolRegistry
@@ -122,7 +122,11 @@ class Services:
             if bridge is None:
                 # Off the event loop: the bridge reads the cwd, and the config may be a file, which `langgraph dev` forbids on the loop.
                 configs = await asyncio.to_thread(load_servers, servers_config(settings))
-                auth = oauth.logins(await self.pool()) if any(config.oauth for config in configs.values()) else None
+                auth = None
+                if any(config.oauth for config in configs.values()):
+                    from tools import oauth  # cryptography and the SDK's OAuth client: only for servers that log in
+
+                    auth = oauth.logins(await self.pool())
                 bridge = await asyncio.to_thread(lambda: MCPBridge(configs, auth=auth, shared=self.shared_sessions if self._share_servers else None))
                 await bridge.start()
                 self._bridges[run_id] = bridge
