@@ -121,6 +121,14 @@ SELECT thread_id, goal, profile, task_hash, created_at, updated_at, result, clos
 FROM leased"""
 GET_RUN = _READ_RUNS.format(where="WHERE r.thread_id = %(thread_id)s")
 LIST_RUNS = _READ_RUNS.format(where="") + " ORDER BY created_at DESC, thread_id LIMIT %(limit)s"
+# The root a run already has, or this one: the insert and the read see the same snapshot.
+LANGSMITH_ROOT = """
+WITH new AS (
+    INSERT INTO boundloop_langsmith_roots (thread_id, root_id, started_at) VALUES (%(thread_id)s, %(root_id)s, %(started_at)s)
+    ON CONFLICT (thread_id) DO NOTHING RETURNING root_id, started_at, true AS created
+)
+SELECT * FROM new
+UNION ALL SELECT root_id, started_at, false FROM boundloop_langsmith_roots WHERE thread_id = %(thread_id)s"""
 APPEND_TRACE = """
 INSERT INTO boundloop_trace (thread_id, kind, node, data) VALUES (%s, %s, %s, %s) RETURNING id"""
 # Several events in one statement (one round trip), in the order given.
@@ -185,6 +193,13 @@ async def close_run(pool: AsyncConnectionPool, thread_id: str) -> None:
     """The run ended for good (its final checkpoint is saved): its trace takes no more events."""
     async with pool.connection() as conn:
         await conn.execute(CLOSE_RUN, (thread_id,))
+
+
+async def langsmith_root(pool: AsyncConnectionPool, thread_id: str, root_id: UUID, started_at: datetime) -> tuple[UUID, datetime, bool]:
+    """The LangSmith root run of the run (id, start time), and whether this call created it: the
+    first caller's `root_id` and `started_at` are kept."""
+    row = await _one(pool, LANGSMITH_ROOT, {"thread_id": thread_id, "root_id": root_id, "started_at": started_at})
+    return row["root_id"], row["started_at"], row["created"]
 
 
 async def get_run(pool: AsyncConnectionPool, thread_id: str) -> Run | None:

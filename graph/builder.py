@@ -105,21 +105,23 @@ def build_graph(*, checkpointer: BaseCheckpointSaver | None = None, services: Se
 
 def _intake_node(services: Services) -> Node:
     async def intake_node(state: dict[str, Any], runtime: Runtime[RunSettings]) -> dict[str, Any]:
-        started = time.perf_counter()
-        update = await intake(state, runtime, services)
-        return await _settle("intake", state, update, started, services)
+        async with services.stops.node(current_run_id()):
+            started = time.perf_counter()
+            update = await intake(state, runtime, services)
+            return await _settle("intake", state, update, started, services)
 
     return intake_node
 
 
 def _phase_node(name: str, node: Node, services: Services) -> Node:
     async def phase_node(state: dict[str, Any]) -> dict[str, Any]:
-        crash_point(f"enter:{name}")
-        started = time.perf_counter()
-        async with _interrupts_traced(name, services):
-            with deadline.step_deadline(deadline.budget_left_s(state.get("budget"), state.get("usage"))):
-                update = await node(state, services)
-        return await _settle(name, state, update, started, services)
+        async with services.stops.node(current_run_id()):
+            crash_point(f"enter:{name}")
+            started = time.perf_counter()
+            async with _interrupts_traced(name, services):
+                with deadline.step_deadline(deadline.budget_left_s(state.get("budget"), state.get("usage"))):
+                    update = await node(state, services)
+            return await _settle(name, state, update, started, services)
 
     phase_node.__name__ = name
     return phase_node
@@ -127,13 +129,14 @@ def _phase_node(name: str, node: Node, services: Services) -> Node:
 
 def _task_node(node: Node, services: Services, *, calls_tool: bool) -> Node:
     async def task_node(payload: dict[str, Any]) -> dict[str, Any]:
-        started = time.perf_counter()
-        with langsmith_trace.tool_run(payload) if calls_tool else nullcontext(lambda calls: None) as traced:
-            async with _interrupts_traced(node.__name__, services):
-                with deadline.step_deadline(payload.get("wall_clock_left_s")):
-                    update = await node(payload, services)
-            traced(await record_task(services, current_run_id(), node.__name__, payload, update, time.perf_counter() - started))
-        return update
+        async with services.stops.node(current_run_id()):
+            started = time.perf_counter()
+            with langsmith_trace.tool_run(payload) if calls_tool else nullcontext(lambda calls: None) as traced:
+                async with _interrupts_traced(node.__name__, services):
+                    with deadline.step_deadline(payload.get("wall_clock_left_s")):
+                        update = await node(payload, services)
+                traced(await record_task(services, current_run_id(), node.__name__, payload, update, time.perf_counter() - started))
+            return update
 
     task_node.__name__ = node.__name__
     return task_node

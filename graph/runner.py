@@ -19,6 +19,7 @@ import math
 import os
 import time
 import uuid
+from collections.abc import Coroutine
 from contextlib import AsyncExitStack, suppress
 from dataclasses import asdict, dataclass, field
 from typing import Any, Callable
@@ -233,7 +234,9 @@ class Runner:
 
         The stream runs in its own task so a cancel does not wait for the step in flight: that
         task is cancelled, which cancels the node's model or tool call (a side effect cut off
-        this way stays an INTENT in the ledger, reconciled on resume).
+        this way stays an INTENT in the ledger, reconciled on resume). A cancel between nodes
+        (say, right after a node's update was observed) first lets the finished step be saved:
+        the drive stops when its next node is held at its start (graph/stops.py).
         """
         state: dict[str, Any] = {}
 
@@ -241,7 +244,7 @@ class Runner:
             # durability="sync": each step's checkpoint is written before the next step starts,
             # so a kill or a cancel loses at most the step in flight.
             known = await self._known(thread_id, graph_input) if langsmith_trace.enabled() else {}
-            async with langsmith_trace.run_root(thread_id, known, self.services.graph_version) as finish:
+            async with langsmith_trace.run_root(thread_id, known, self.services.graph_version, self.pool) as finish:
                 stream = self.graph.astream(graph_input, _config(thread_id), context=context, stream_mode=["updates", "custom"], durability="sync")
                 async for mode, chunk in stream:
                     if mode == "custom":  # e.g. a tool's progress (graph/mcp_scope.py)
@@ -255,17 +258,20 @@ class Runner:
                                 observe(node, update, state)
                 finish({**known, **state})
 
-        steps = asyncio.create_task(consume(), name=f"drive:{thread_id}")
-        cancel = asyncio.create_task(self._cancel.wait())
         halted = False
-        try:
-            await asyncio.wait({steps, cancel}, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            cancel.cancel()
-            if not steps.done():
-                halted = True
-                steps.cancel()
-                await asyncio.wait({steps}, timeout=CANCEL_UNWIND_S)
+        with self.services.stops.watch(thread_id) as drive:
+            steps = asyncio.create_task(consume(), name=f"drive:{thread_id}")
+            cancel = asyncio.create_task(self._cancel.wait())
+            try:
+                await asyncio.wait({steps, cancel}, return_when=asyncio.FIRST_COMPLETED)
+                if not steps.done() and not drive.stop():
+                    await _first_of(steps, drive.held.wait(), timeout=CANCEL_UNWIND_S)
+            finally:
+                cancel.cancel()
+                if not steps.done():
+                    halted = True
+                    steps.cancel()
+                    await asyncio.wait({steps}, timeout=CANCEL_UNWIND_S)
         if halted:
             if steps.done() and not steps.cancelled():
                 steps.exception()  # whatever the cut-off step raised while unwinding is moot: the run halts
@@ -302,6 +308,15 @@ class Runner:
         # update; the registry has USER_CANCEL either way, and so does the report.
         report.status = Terminal.USER_CANCEL
         return report
+
+
+async def _first_of(task: asyncio.Task[Any], other: Coroutine[Any, Any, Any], *, timeout: float) -> None:
+    """Wait until `task` is done or `other` completes, at most `timeout` seconds."""
+    waiter = asyncio.ensure_future(other)
+    try:
+        await asyncio.wait({task, waiter}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        waiter.cancel()
 
 
 def outage_window_s() -> float:
