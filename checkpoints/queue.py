@@ -10,11 +10,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from procrastinate.schema import SchemaManager
 from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool
 
 HEARTBEAT_S = 2.0
+STALLED_AFTER_S = 10.0
+"""A worker silent for longer is dead: its jobs go back to the queue. At least 3 heartbeats, so a
+busy worker is not taken for dead (it would only lose its runs to the lease, not duplicate them)."""
 """How often a worker says it is alive; one silent for three heartbeats is shown as such."""
 RUN_LOCK_PREFIX = "run:"
 """Every job that drives a run carries the Procrastinate lock `run:<thread id>`: one driver at a time."""
@@ -72,6 +74,8 @@ async def migrate_queue(pool: AsyncConnectionPool) -> None:
         await cur.execute("SELECT pg_advisory_xact_lock(%s)", (_SCHEMA_LOCK,))
         await cur.execute("SELECT to_regclass('procrastinate_jobs') IS NOT NULL AS present")
         if not (await cur.fetchone())["present"]:
+            from procrastinate.schema import SchemaManager  # the worker pool's engine: imported only by what uses the queue
+
             await cur.execute(SchemaManager.get_schema(), prepare=False)  # several statements: no parameters, not prepared
         await cur.execute(PICKUPS, prepare=False)
 

@@ -111,6 +111,12 @@ def add_usage(current: dict[str, Any] | None, delta: dict[str, Any] | None) -> d
     return total
 
 
+def sparse(usage: dict[str, Any]) -> dict[str, Any]:
+    """A usage delta without its zero counters and empty maps: what a node writes (`add_usage`
+    fills the rest back in), so a step's checkpoint write carries only what it spent."""
+    return {key: value for key, value in usage.items() if value}
+
+
 @dataclass(frozen=True)
 class Exhaustion:
     """A budget dimension that stops the run, with the message a person reads."""

@@ -6,6 +6,7 @@ without a checkpointer for `langgraph dev` (the server supplies Postgres through
 
 from __future__ import annotations
 
+import functools
 import time
 from contextlib import asynccontextmanager, nullcontext
 from typing import Any, AsyncIterator, Awaitable, Callable
@@ -18,7 +19,7 @@ from langgraph.graph.state import CompiledStateGraph
 from langgraph.runtime import Runtime
 
 from graph import deadline, guards, langsmith_trace
-from graph.budget import add_usage
+from graph.budget import add_usage, sparse
 from graph.check import check_graph
 from graph.faults import crash_point
 from graph.progress import phase_progress
@@ -78,23 +79,23 @@ def build_graph(*, checkpointer: BaseCheckpointSaver | None = None, services: Se
     for name, node in TOOL_TASKS.items():
         builder.add_node(name, _task_node(node, services, calls_tool=name == "execute"))
     builder.add_edge(START, "intake")
-    builder.add_conditional_edges("intake", guards.route_after_intake)
-    builder.add_conditional_edges("plan", guards.route_after_plan)
-    builder.add_conditional_edges("validate_plan", guards.route_after_validate)
-    builder.add_conditional_edges("retrieve", guards.route_after_retrieve)
-    builder.add_conditional_edges("act", guards.route_after_act)
-    builder.add_conditional_edges("compact", guards.route_after_compact)
+    builder.add_conditional_edges("intake", _inline(guards.route_after_intake))
+    builder.add_conditional_edges("plan", _inline(guards.route_after_plan))
+    builder.add_conditional_edges("validate_plan", _inline(guards.route_after_validate))
+    builder.add_conditional_edges("retrieve", _inline(guards.route_after_retrieve))
+    builder.add_conditional_edges("act", _inline(guards.route_after_act))
+    builder.add_conditional_edges("compact", _inline(guards.route_after_compact))
     tool_routes = ["approve", "execute", "act", "plan", "escalate", "finalize"]
-    builder.add_conditional_edges("gate", guards.route_tool_calls, tool_routes)
+    builder.add_conditional_edges("gate", _inline(guards.route_tool_calls), tool_routes)
     builder.add_edge("execute", "observe")
     builder.add_edge("approve", "observe")
-    builder.add_conditional_edges("observe", guards.route_tool_calls, tool_routes)
-    builder.add_conditional_edges("verify", guards.route_after_verify)
-    builder.add_conditional_edges("critique", guards.route_after_critique)
-    builder.add_conditional_edges("repair", guards.route_after_repair)
-    builder.add_conditional_edges("commit", guards.route_after_commit)
+    builder.add_conditional_edges("observe", _inline(guards.route_tool_calls), tool_routes)
+    builder.add_conditional_edges("verify", _inline(guards.route_after_verify))
+    builder.add_conditional_edges("critique", _inline(guards.route_after_critique))
+    builder.add_conditional_edges("repair", _inline(guards.route_after_repair))
+    builder.add_conditional_edges("commit", _inline(guards.route_after_commit))
     builder.add_edge("remember", "finalize")
-    builder.add_conditional_edges("escalate", guards.route_after_escalate)
+    builder.add_conditional_edges("escalate", _inline(guards.route_after_escalate))
     builder.add_edge("finalize", END)
     compiled = builder.compile(checkpointer=checkpointer, name="boundloop")
     check_graph(compiled)
@@ -141,6 +142,18 @@ def _task_node(node: Node, services: Services, *, calls_tool: bool) -> Node:
     return task_node
 
 
+def _inline(route: Callable[[dict[str, Any]], Any]) -> Callable[[dict[str, Any]], Awaitable[Any]]:
+    """The guard as a coroutine, so LangGraph runs it on the event loop: a plain `def` edge is sent
+    to its thread pool at every step, a hand-off that costs far more than the guard's pure work.
+    `wraps` keeps the name and the `Literal` return type the graph draws its edges from."""
+
+    @functools.wraps(route)
+    async def inline(state: dict[str, Any]) -> Any:
+        return route(state)
+
+    return inline
+
+
 @asynccontextmanager
 async def _interrupts_traced(name: str, services: Services) -> AsyncIterator[None]:
     """A node that stops to ask a human leaves an `interrupt` event with its requests."""
@@ -155,7 +168,7 @@ async def _settle(name: str, state: dict[str, Any], update: dict[str, Any], star
     """Charge the node's active time to the wall-clock budget, write its trace event, and stream
     the phase's progress to `custom` stream consumers (Studio, SDK clients; a no-op otherwise)."""
     elapsed = time.perf_counter() - started
-    update["usage"] = add_usage(update.get("usage"), {"wall_clock_s": elapsed})
+    update["usage"] = sparse(add_usage(update.get("usage"), {"wall_clock_s": elapsed}))
     await record_node(services, current_run_id(), name, state, update, elapsed)
     usage = add_usage(state.get("usage"), update["usage"])
     get_stream_writer()(phase_progress(name, update, usage, update.get("budget") or state.get("budget"), state.get("observations")))

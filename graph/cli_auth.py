@@ -26,7 +26,6 @@ from checkpoints.pool import database_url as default_database_url
 from checkpoints.pool import open_pool
 from graph.cli import DbFlag, _guarded, app, err
 from graph.errors import ConfigError
-from tools import oauth
 from tools.config import load_servers
 
 LOGIN_TIMEOUT_S = 300.0
@@ -44,6 +43,8 @@ def auth(
 
 
 async def _login(name: str, servers_file: Path, url: str) -> None:
+    from tools import oauth  # cryptography and the SDK's OAuth client: loaded by this command only
+
     configs = load_servers(servers_file)
     config = configs.get(name)
     if config is None:

@@ -1,4 +1,5 @@
-"""cli_workers: `boundloop submit` and `boundloop worker`, the worker pool's commands (graph/workers.py).
+"""cli_workers: `boundloop submit` and `boundloop worker`, the worker pool's commands (graph/workers.py,
+imported by the commands that use it: Procrastinate is not loaded for every other command).
 
 Registered on the main `boundloop` app by importing this module (graph/cli.py does).
 """
@@ -15,8 +16,7 @@ from typing import Annotated, Any, Optional
 import typer
 
 from checkpoints.pool import database_url as default_database_url
-from checkpoints.queue import driven_by_workers
-from graph import workers
+from checkpoints.queue import HEARTBEAT_S, STALLED_AFTER_S, driven_by_workers
 from graph.cli import (
     ApprovalTimeoutOpt, BaseUrlOpt, BudgetOpt, ConfigOpt, CriteriaOpt, DbFlag, JsonFlag, ModelOpt, PolicyOpt, ProfileOpt,
     ScriptOpt, ServersOpt, UnattendedOpt, UserOpt, WorkspaceOpt, _guarded, _settings, _task, _with_runner, app, err, out,
@@ -64,9 +64,9 @@ def worker(
     concurrency: Annotated[int, typer.Option("--concurrency", "-n", min=1, max=MAX_CONCURRENCY, help="Runs this process drives at once.")] = 4,
     name: Annotated[Optional[str], typer.Option("--name", help="Worker name shown by `boundloop runs` (default: w<pid>).")] = None,
     stalled_after: Annotated[float, typer.Option(
-        "--stalled-after", min=3 * workers.HEARTBEAT_S,
+        "--stalled-after", min=3 * HEARTBEAT_S,
         help="Seconds without a heartbeat after which a worker counts as dead and its runs go to others (the same on every worker).",
-    )] = workers.STALLED_AFTER_S,
+    )] = STALLED_AFTER_S,
     database_url: DbFlag = None,
 ) -> None:
     """Drive queued runs until Ctrl-C or SIGTERM (then finish the runs in flight and stop)."""
@@ -75,6 +75,8 @@ def worker(
         logging.getLogger(noisy).setLevel(logging.WARNING)
 
     def body() -> None:
+        from graph import workers
+
         url = database_url or default_database_url()
         asyncio.run(workers.work(url, concurrency=concurrency, name=name, stalled_after_s=stalled_after))
 
@@ -85,6 +87,8 @@ async def queue_decision(runner: Runner, run_id: str, call_id: str, decision: di
     """For a run the worker pool drives, queue the decision's continuation and say so; False otherwise."""
     if not await driven_by_workers(runner.pool, run_id):
         return False
+    from graph import workers
+
     async with workers.opened_queue(runner.pool) as queue:
         job_id = await workers.enqueue_decision(queue, runner, run_id, call_id, decision)
     if as_json:
@@ -109,6 +113,8 @@ def _submit(options: dict[str, Any]) -> None:
         load_servers(settings.servers)
 
     async def body(runner: Runner) -> None:
+        from graph import workers
+
         queued = []
         async with workers.opened_queue(runner.pool) as queue:
             for task in tasks:

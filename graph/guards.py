@@ -192,7 +192,7 @@ def _payload(state: dict[str, Any], call: dict[str, Any]) -> dict[str, Any]:
         "retries_left": retries_left,
         "usage": state["usage"],
         "budget": state["budget"],
-        "breakers": state.get("breakers"),
+        "breakers": {"circuits": (state.get("breakers") or {}).get("circuits", {})},  # the sampler's model circuit; not every call made
         "wall_clock_left_s": budget_left_s(state["budget"], state["usage"]),
         "unmet": _unmet(state, call),
     }

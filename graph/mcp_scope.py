@@ -22,7 +22,7 @@ from mcp import types
 from checkpoints import store
 from graph.budget import Budget, add_usage, check_before_model_call
 from graph.services import Services, current_run_id
-from tools import secrets
+from tools import breakers, secrets
 from tools.client_features import CallScope, SamplingRefused
 
 SAMPLER = "sampler"
@@ -61,7 +61,7 @@ def _sampler(payload: dict[str, Any], services: Services, spent: dict[str, Any])
 
     async def sample(params: types.CreateMessageRequestParams) -> types.CreateMessageResult:
         state = {"settings": payload["settings"], "budget": payload["budget"], "usage": payload.get("usage") or {},
-                 "breakers": spent.get("breakers") or payload.get("breakers") or {}}
+                 "breakers": breakers.merge(payload.get("breakers"), spent.get("breakers"))}
         exhausted = check_before_model_call(add_usage(state["usage"], spent.get("usage")), Budget.model_validate(state["budget"]))
         if exhausted is not None:
             raise SamplingRefused(f"the run cannot pay for it: {exhausted.message}")
@@ -81,7 +81,7 @@ def _sampler(payload: dict[str, Any], services: Services, spent: dict[str, Any])
 def _charge(spent: dict[str, Any], update: dict[str, Any]) -> None:
     spent["usage"] = add_usage(spent.get("usage"), update.get("usage"))
     if "breakers" in update:
-        spent["breakers"] = update["breakers"]
+        spent["breakers"] = breakers.merge(spent.get("breakers"), update["breakers"])
 
 
 def _messages(params: types.CreateMessageRequestParams) -> list[BaseMessage]:

@@ -33,6 +33,7 @@ from graph.scripted import INDEX_KEY, ROLE_KEY, ScriptedChatModel, load_script
 from graph.services import Services, current_run_id
 from graph.status import Terminal, ending
 from graph.task import RunSettings
+from tools import breakers
 
 CHARS_PER_TOKEN = context.CHARS_PER_TOKEN
 
@@ -174,16 +175,16 @@ async def call_model(
         reply, attempts = await model_calls.invoke(
             lambda: runnable.ainvoke(list(messages), config=config),
             circuit=f"model:{model_id(settings)}",
-            breaker_state=spent.get("breakers") or state.get("breakers") or {},
+            breaker_state=breakers.merge(state.get("breakers"), spent.get("breakers")),
             retries_left=None if retries is None else max(retries - usage.get("retries", 0), 0),
             timeout_s=settings.get("model_timeout_s") or RunSettings.model_fields["model_timeout_s"].default,
             on_retry=_trace_retry(services, role),
         )
     except model_calls.ModelCallFailed as failed:
-        update = _attempts_update(failed.attempts)
+        update = _attempts_update(failed.attempts, state)
         update["usage"] = add_usage(spent.get("usage"), update["usage"])
         raise NoReply({**spent, **update, "ending": _ending(state, role, failed)}) from None
-    update = _attempts_update(attempts)
+    update = _attempts_update(attempts, state)
     update["usage"] = add_usage(add_usage(update.get("usage"), _reply_usage(settings, role, messages, tools, reply)), context.usage_delta(tokens))
     update["context"] = measured
     return reply, update
@@ -241,10 +242,12 @@ def context_window_of(settings: dict[str, Any], name: str) -> int | None:
     return (settings.get("context_windows") or {}).get(name) or CONTEXT_WINDOWS.get(name)
 
 
-def _attempts_update(attempts: model_calls.Attempts) -> dict[str, Any]:
+def _attempts_update(attempts: model_calls.Attempts, state: dict[str, Any]) -> dict[str, Any]:
+    """What the attempts cost; the breaker entries that differ from the node's input state (so the
+    delta also carries what earlier calls of the same node changed, in `spent`)."""
     update: dict[str, Any] = {"usage": {"retries": attempts.retries}}
-    if attempts.breakers is not None:
-        update["breakers"] = attempts.breakers
+    if attempts.breakers is not None and (changed := breakers.changes(state.get("breakers") or {}, attempts.breakers)):
+        update["breakers"] = changed
     return update
 
 

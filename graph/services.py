@@ -21,7 +21,7 @@ from psycopg_pool import AsyncConnectionPool
 
 from checkpoints.lease import LeaseHolder
 from graph.stops import Stops
-from tools import oauth, pinning
+from tools import pinning
 from tools.bridge import MCPBridge
 from tools.config import load_servers
 from tools.registry import ToolRegistry
@@ -71,6 +71,8 @@ class Services:
         """False: every run gets its own session of every server, `shared` or not (the server path:
         a waiting or finished thread holds no server there)."""
         self._bridge_locks: dict[str, asyncio.Lock] = {}
+        self._registries: dict[str, dict[tuple[str, ...], ToolRegistry]] = {}
+        """Per run, the registries built from its pins, keyed by pin version and tools (a task's pin is one tool)."""
         self._write_locks: dict[str, asyncio.Lock] = {}
         self._drives: dict[str, tuple[asyncio.Lock, int]] = {}
         self.stops = Stops()
@@ -123,7 +125,11 @@ class Services:
             if bridge is None:
                 # Off the event loop: the bridge reads the cwd, and the config may be a file, which `langgraph dev` forbids on the loop.
                 configs = await asyncio.to_thread(load_servers, servers_config(settings))
-                auth = oauth.logins(await self.pool()) if any(config.oauth for config in configs.values()) else None
+                auth = None
+                if any(config.oauth for config in configs.values()):
+                    from tools import oauth  # cryptography and the SDK's OAuth client: only for servers that log in
+
+                    auth = oauth.logins(await self.pool())
                 bridge = await asyncio.to_thread(lambda: MCPBridge(configs, auth=auth, shared=self.shared_sessions if self._share_servers else None))
                 await bridge.start()
                 self._bridges[run_id] = bridge
@@ -137,7 +143,13 @@ class Services:
         """The run's tools: the definitions pinned at intake (the state's `tools`; no server is started
         for them), or, without pins (intake itself, runs from before pinning), as the servers list them."""
         if pinned:
-            return pinning.registry_of(pinned)
+            # Pins are written once at intake and their version hashes them all: a run's registry is
+            # built once per process, not at every step. Unpinned listings are live and never cached.
+            key = (pinned["version"], *(f"{entry['server']}/{entry['name']}" for entry in pinned["specs"]))
+            built = self._registries.setdefault(run_id, {})
+            if key not in built:
+                built[key] = pinning.registry_of(pinned)
+            return built[key]
         return ToolRegistry((await self.bridge(run_id, settings)).specs())
 
     async def close_run(self, run_id: str) -> None:
@@ -148,6 +160,7 @@ class Services:
                 await bridge.close()
         self._bridge_locks.pop(run_id, None)
         self._write_locks.pop(run_id, None)
+        self._registries.pop(run_id, None)
 
     async def pool(self) -> AsyncConnectionPool:
         """The pool for our own tables, opened (and the schema migrated) on first use."""

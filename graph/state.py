@@ -1,8 +1,9 @@
 """state: the one checkpointed state object of a run, and the reducers that merge node updates.
 
 Kept small on purpose (DESIGN §3): full tool payloads live in the Postgres observation store;
-state keeps an excerpt, a hash and a pointer. `messages` and `observations` are delta channels,
-so a checkpoint stores only what a step added, not the whole history again.
+state keeps an excerpt, a hash and a pointer. `messages`, `observations` and `breakers` (which
+counts every distinct call) are delta channels, so a checkpoint stores only what a step added or
+changed, not the whole history again.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from pydantic import ConfigDict
 from typing_extensions import TypedDict  # pydantic builds the server's output schema only from this one on 3.11
 
 from graph.budget import add_usage
+from tools import breakers as breaker_state
 
 
 def _fold_messages(current: list[AnyMessage] | None, writes: list[Any]) -> list[AnyMessage]:
@@ -39,6 +41,10 @@ def merge_by_call_id(current: list[dict[str, Any]] | None, update: list[dict[str
 
 def _fold_observations(current: list[dict[str, Any]] | None, writes: list[Any]) -> list[dict[str, Any]]:
     return reduce(merge_by_call_id, writes, current or [])
+
+
+def _fold_breakers(current: dict[str, Any] | None, writes: list[Any]) -> dict[str, Any]:
+    return reduce(breaker_state.merge, writes, current or {})
 
 
 class LoopState(TypedDict, total=False):
@@ -74,8 +80,9 @@ class LoopState(TypedDict, total=False):
     method (tokenizer or estimate), limit; `pressure` when the actor's next request needs compaction."""
     usage: Annotated[dict[str, Any], add_usage]
     """Budget consumed so far; nodes send deltas, the reducer sums them."""
-    breakers: dict[str, Any]
-    """Repeated-call and circuit-breaker counters (tools.breakers), checkpointed with the run."""
+    breakers: Annotated[dict[str, Any], DeltaChannel(_fold_breakers)]
+    """Repeated-call and circuit-breaker counters (tools.breakers), checkpointed with the run; nodes
+    write only the entries they changed (one per distinct call grows the whole), the reducer merges them."""
     dispatch: list[list[dict[str, Any]]]
     """Admitted calls waiting to run, in waves: reads together, each write alone, in proposed order."""
     approvals: Annotated[list[dict[str, Any]], merge_by_call_id]

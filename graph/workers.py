@@ -26,16 +26,13 @@ from procrastinate.exceptions import AlreadyEnqueued, ConnectorException
 from psycopg_pool import AsyncConnectionPool
 
 from checkpoints.errors import ApprovalRefused, RunActiveElsewhere
-from checkpoints.queue import HEARTBEAT_S, RUN_LOCK_PREFIX, migrate_queue, record_pickup
+from checkpoints.queue import HEARTBEAT_S, RUN_LOCK_PREFIX, STALLED_AFTER_S, migrate_queue, record_pickup
 from graph.errors import RunExists
 from graph.runner import Runner
 from graph.task import RunSettings, Task
 
 RUNS_QUEUE = "runs"
 MAINTENANCE_QUEUE = "maintenance"
-STALLED_AFTER_S = 10.0
-"""A worker silent for longer is dead: its jobs go back to the queue. At least 3 heartbeats, so a
-busy worker is not taken for dead (it would only lose its runs to the lease, not duplicate them)."""
 RECOVERY_CRON = "* * * * * */5"
 """Look for stalled jobs every 5 s (Procrastinate's 6th cron field is seconds). A dead worker's runs
 start again within STALLED_AFTER_S + 5 s + one poll."""

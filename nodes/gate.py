@@ -83,13 +83,15 @@ async def gate(state: dict[str, Any], services: Services) -> dict[str, Any]:
         messages, observations, asks = messages + answered["messages"], observations + answered["observations"], asks + answered["asks"]
         usage, stopping = add_usage(usage, answered["usage"]), stopping or answered.get("ending")
     update: dict[str, Any] = {
-        "messages": messages,
         "observations": observations,
         "usage": usage,
         "dispatch": schedule.waves(planned, budget.parallel_calls),
-        "approvals": asks,
         "status": {"phase": "gate"},
     }
+    if messages:  # an empty write changes nothing and still costs a checkpoint row
+        update["messages"] = messages
+    if asks:
+        update["approvals"] = asks
     if stopping:
         update["ending"] = stopping
     return update

@@ -36,7 +36,7 @@ TOOL_AUTHORED = frozenset({"ok", "tool_error"})
 async def observe(state: dict[str, Any], services: Services) -> dict[str, Any]:
     observations = state.get("observations", [])
     fresh = [obs for obs in observations if obs.get("stage") in {"observed", "attempted"} and not obs.get("grounded")]
-    breaker_state = state.get("breakers") or {}
+    breaker_state = before = state.get("breakers") or {}
     registry = await services.registry(current_run_id(), state["settings"], state.get("tools"))
     calls = {call["call_id"]: call for call in [*(c for wave in state.get("dispatch", []) for c in wave), *state.get("approvals", [])]}
     results = await _ledger_results(fresh, services)
@@ -67,12 +67,14 @@ async def observe(state: dict[str, Any], services: Services) -> dict[str, Any]:
     waiting = [wave for wave in state.get("dispatch", []) if not all(call["call_id"] in done_ids for call in wave)]
     update: dict[str, Any] = {
         "observations": grounded,
-        "breakers": breaker_state,
-        "dispatch": waiting,
         "status": {"phase": "observe"},
         "usage": {"wall_clock_s": _span(fresh)},
     }
-    if plan := state.get("plan"):
+    if waiting != state.get("dispatch", []):  # unchanged channels are not written: each write is a checkpoint row
+        update["dispatch"] = waiting
+    if changed := breakers.changes(before, breaker_state):
+        update["breakers"] = changed
+    if (plan := state.get("plan")) and steps != plan.get("steps", []):
         update["plan"] = {**plan, "steps": steps}
         if not plan.get("replan") and (failing := plans.stuck(steps)):
             update.update(_ask_replan(state, update["plan"], failing))

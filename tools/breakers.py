@@ -1,7 +1,9 @@
 """breakers: the repeated-call breaker and the per-tool / per-server circuit breakers.
 
 Owns two pure functions over a plain JSON-able dict that lives in checkpointed graph state:
-`check` (before dispatch: refuse, warn, or pass) and `record` (after dispatch: the new state).
+`check` (before dispatch: refuse, warn, or pass) and `record` (after dispatch: the new state);
+`changes` is the part of a new state a node writes, and `merge` the state's reducer that adds it
+(so a checkpoint keeps only the entries a step changed, not every call the run ever made).
 No objects, no clocks, no process memory: `now` is passed in as wall-clock seconds
 (`time.time()`), so a cooldown keeps counting across an interrupt and a resume in another
 process. Inputs are never mutated; `record` returns a new dict. Never dispatches anything.
@@ -40,6 +42,7 @@ CircuitState = Literal["closed", "open", "half_open"]
 _TOOL_FAILURES = frozenset({"timeout", "server_unavailable", "tool_error"})
 _SERVER_FAILURES = frozenset({"timeout", "server_unavailable"})
 _NEUTRAL = REFUSED_BEFORE_DISPATCH | {"cancelled", "unknown_after_crash"}
+_PARTS = ("calls", "circuits")
 
 # Model-facing texts.
 REPEAT_WARNING = (
@@ -141,6 +144,19 @@ def circuit_state(
     """The state of circuit `key` (`tool:<qualified name>` or `server:<name>`) at `now`."""
     circuit = state.get("circuits", {}).get(key)
     return "closed" if circuit is None else _state_of(circuit, now, settings)
+
+
+def merge(current: Mapping[str, Any] | None, update: Mapping[str, Any] | None) -> dict[str, Any]:
+    """Reducer: `update`'s entries (a delta, or a whole state) over `current`'s, key by key."""
+    current, update = current or {}, update or {}
+    return {part: {**current.get(part, {}), **update.get(part, {})} for part in _PARTS}
+
+
+def changes(before: Mapping[str, Any], after: Mapping[str, Any]) -> dict[str, Any]:
+    """The entries of `after` that differ from `before`: the delta a node writes (`merge(before, it) == after`)."""
+    delta = {part: {key: value for key, value in after.get(part, {}).items() if before.get(part, {}).get(key) != value}
+             for part in _PARTS}
+    return {part: entries for part, entries in delta.items() if entries}
 
 
 def _advance(circuit: Mapping[str, Any] | None, failed: bool, now: float, settings: BreakerSettings) -> dict[str, Any]:

@@ -57,9 +57,8 @@ from pydantic import ValidationError
 from graph import deadline
 from tools.client_features import ClientFeatures
 from tools.config import ServerConfig
-from tools.errors import BridgeError, ServerStartError, UnknownServerError
+from tools.errors import AuthorizationNeeded, BridgeError, ServerStartError, UnknownServerError
 from tools.http_auth import AuthRefusals
-from tools.oauth import AuthorizationNeeded
 from tools.outcome import CallOutcome
 from tools.registry import ToolHints, ToolSpec, qualified_name
 from tools.secrets import Redactor

@@ -6,6 +6,7 @@ as a `CallOutcome` status (tools/outcome.py) and never as one of these.
 
     ToolsError                  base of everything below
     ├── ConfigError             the mcpServers config cannot be used (file, JSON, keys, values)
+    ├── AuthorizationNeeded     an OAuth server has no usable login (tools/oauth.py)
     ├── PolicyError             the permission policy cannot be used (file, JSON, rules, profile)
     └── BridgeError             the MCP bridge was asked for something it cannot do
         ├── ServerStartError    a configured MCP server did not start (strict start)
@@ -55,6 +56,12 @@ class ServerStartError(BridgeError):
             lines.append(f"  full stderr log: {log_path}")
         lines.append(f"  fix: {fix}")
         super().__init__("\n".join(lines))
+
+
+class AuthorizationNeeded(ToolsError):
+    def __init__(self, server: str) -> None:
+        super().__init__(f"authorization needed: run `boundloop auth {server}`")
+        self.server = server
 
 
 class UnknownServerError(BridgeError):

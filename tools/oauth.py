@@ -24,7 +24,7 @@ from psycopg.rows import tuple_row
 from psycopg_pool import AsyncConnectionPool
 
 from tools.config import ServerConfig
-from tools.errors import ToolsError
+from tools.errors import AuthorizationNeeded, ToolsError
 
 KEY_ENV = "BOUNDLOOP_TOKEN_KEY"
 NEW_KEY = "python -c 'from cryptography.fernet import Fernet; print(Fernet.generate_key().decode())'"
@@ -33,12 +33,6 @@ _TABLE = (
     " server text PRIMARY KEY, tokens bytea, client bytea, updated_at timestamptz NOT NULL DEFAULT now())"
 )
 CALLBACK_PATH = "/callback"
-
-
-class AuthorizationNeeded(ToolsError):
-    def __init__(self, server: str) -> None:
-        super().__init__(f"authorization needed: run `boundloop auth {server}`")
-        self.server = server
 
 
 def cipher() -> Fernet:

@@ -7,7 +7,7 @@ import json
 from typing import Any
 
 from tools.breakers import (
-    BreakerSettings, Refusal, RepeatWarning, arguments_hash, check, circuit_state, record,
+    BreakerSettings, Refusal, RepeatWarning, arguments_hash, changes, check, circuit_state, merge, record,
 )
 from tools.registry import ToolSpec
 
@@ -101,3 +101,27 @@ def test_state_stays_plain_json_and_inputs_are_never_mutated() -> None:
 def test_arguments_hash_ignores_key_order() -> None:
     assert arguments_hash({"a": 1, "b": [1, 2]}) == arguments_hash({"b": [1, 2], "a": 1})
     assert arguments_hash({"a": 1}) != arguments_hash({"a": "1"})
+
+
+def test_a_step_writes_only_the_entries_it_changed_and_merging_them_gives_the_new_state() -> None:
+    """Twenty earlier calls stay out of the delta of the twenty-first; merged back, nothing is lost."""
+    before: dict[str, Any] = {}
+    for n in range(20):
+        before = run(before, SEARCH, "ok", float(n), {"q": n})
+    after = run(before, FETCH, "timeout", 20.0, {"url": "x"})
+    delta = changes(before, after)
+    assert list(delta["calls"]) == [f"docs__fetch#{arguments_hash({'url': 'x'})[:16]}"]
+    assert set(delta["circuits"]) == {"tool:docs__fetch", "server:docs"}
+    assert merge(before, delta) == after
+    assert changes(after, after) == {}
+
+
+def test_merging_deltas_one_batch_at_a_time_equals_merging_them_all_at_once() -> None:
+    """The reducer is replayed in batches of any size after a resume (LangGraph's DeltaChannel contract)."""
+    first = changes({}, run({}, SEARCH, "timeout", 0.0))
+    second = changes({}, run(run({}, SEARCH, "timeout", 0.0), SEARCH, "ok", 1.0))
+    third = {"calls": {"other#1": 4}}
+    one_by_one = merge(merge(merge({}, first), second), third)
+    assert one_by_one == merge(merge({}, first), merge(second, third))
+    assert one_by_one["circuits"]["tool:docs__search"] == {"failures": 0, "opened_at": None}
+    assert merge(None, None) == {"calls": {}, "circuits": {}}

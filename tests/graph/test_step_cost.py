@@ -1,0 +1,72 @@
+"""Work the runtime does at every step, kept off the hot path: the run's registry is built once
+per process from its pins, and the guard edges run on the event loop, not in a thread pool."""
+
+from __future__ import annotations
+
+import functools
+import json
+import threading
+from typing import Any
+
+from graph import guards
+from graph.runner import Runner
+from graph.services import Services
+from graph.status import Terminal
+from graph.task import RunSettings, Task
+from tests.graph.conftest import CRITIC_PASS, PLAN_READ_NOTES, step
+from tools import pinning
+
+READS = [{"name": "workspace__read_file", "args": {"path": "notes.md", "max_chars": 100 + n}} for n in range(3)]
+SCRIPT = {"planner": [PLAN_READ_NOTES], "actor": [*(step(calls=[call]) for call in READS), step("done")], "critic": [CRITIC_PASS]}
+
+
+async def test_a_run_builds_its_pinned_registry_once_not_at_every_step(run_script, monkeypatch):
+    """Plan, validate, three acts, gates, executes and observes all read the registry: it is built
+    once for the whole pin and once for the one-tool pin the execute tasks carry."""
+    built: list[int] = []
+    original = pinning.registry_of
+
+    def counting(pinned: dict[str, Any]) -> Any:
+        built.append(len(pinned["specs"]))
+        return original(pinned)
+
+    monkeypatch.setattr(pinning, "registry_of", counting)
+    report = await run_script(SCRIPT)
+    assert report.status == Terminal.SUCCESS
+    full = len(report.values["tools"]["specs"])
+    assert full > 1
+    assert sorted(built) == [1, full]
+
+
+async def test_a_changed_pin_gets_its_own_registry():
+    """The cache is keyed by the pin's version and tools: another pin never gets a stale registry."""
+    services = Services()
+    spec = {"server": "s", "name": "t", "description": "", "input_schema": {}, "hints": {}, "trusted": True}
+    first = pinning.pin([pinning.spec_of(spec)])
+    second = pinning.pin([pinning.spec_of({**spec, "description": "changed"})])
+    one, again = await services.registry("run", {}, first), await services.registry("run", {}, first)
+    other = await services.registry("run", {}, second)
+    assert one is again and other is not one
+    assert other.get("s__t").description == "changed"
+    await services.close_run("run")
+    assert await services.registry("run", {}, first) is not one  # a closed run's registries are dropped
+
+
+async def test_every_guard_edge_runs_on_the_event_loop_thread(db_url, workspace, tmp_path, monkeypatch):
+    """A plain `def` edge would run in LangGraph's thread pool at every step; ours stay on the loop."""
+    threads: set[int] = set()
+    for name in [name for name in dir(guards) if name.startswith("route_")]:
+        original = getattr(guards, name)
+
+        @functools.wraps(original)  # keeps the Literal return type the graph draws its edges from
+        def recording(state: dict[str, Any], _original: Any = original) -> Any:
+            threads.add(threading.get_ident())
+            return _original(state)
+
+        monkeypatch.setattr(guards, name, recording)
+    script = tmp_path / "script.json"
+    script.write_text(json.dumps({"model_id": "scripted-test", "roles": SCRIPT}))
+    async with Runner(db_url) as runner:  # built after the patch: the graph holds the recording guards
+        report = await runner.start(Task(goal="Summarize notes.md"), RunSettings(model="scripted", script=str(script), workspace_root=str(workspace)))
+    assert report.status == Terminal.SUCCESS
+    assert threads == {threading.get_ident()}

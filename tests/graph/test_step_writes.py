@@ -1,0 +1,53 @@
+"""What each step of the tool loop writes to the checkpoint tables: only the channels it changed,
+and of the breakers only the entries it changed (so a long run's steps stay the same size)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from psycopg.rows import dict_row
+
+from graph.runner import Runner
+from graph.status import Terminal
+from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
+from tests.graph.conftest import CRITIC_PASS, PLAN_READ_NOTES, step
+
+READS = [{"name": "workspace__read_file", "args": {"path": "notes.md", "max_chars": 100 + n}} for n in range(4)]
+"""Four reads that differ (the repeated-call breaker would refuse the third identical one)."""
+
+
+async def _writes(runner: Runner, thread_id: str) -> list[tuple[str, str, Any]]:
+    """(node, channel, value) of every write of the run's main graph, in order."""
+    async with runner.pool.connection() as conn:
+        rows = await (await conn.cursor(row_factory=dict_row).execute(
+            "SELECT task_path, channel, type, blob FROM checkpoint_writes WHERE thread_id = %s AND checkpoint_ns = '' "
+            "ORDER BY checkpoint_id, task_id, idx", (thread_id,))).fetchall()
+    serde = JsonPlusSerializer()
+    return [(row["task_path"].rsplit(", ", 1)[-1], row["channel"], serde.loads_typed((row["type"], row["blob"]))) for row in rows]
+
+
+async def test_each_observe_writes_only_the_breaker_entries_of_its_own_call(run_script, runner):
+    """Four different reads: every breakers write names one call; the state still counts all four."""
+    report = await run_script({"planner": [PLAN_READ_NOTES], "actor": [*(step(calls=[call]) for call in READS), step("done")],
+                               "critic": [CRITIC_PASS]})
+    assert report.status == Terminal.SUCCESS
+    written = [value for _, channel, value in await _writes(runner, report.thread_id) if channel == "breakers"]
+    assert [len(value["calls"]) for value in written] == [1, 1, 1, 1]
+    assert set(written[0]["circuits"]) == {"tool:workspace__read_file", "server:workspace"}
+    assert all("circuits" not in value for value in written[1:])  # the circuits stayed closed: nothing to write
+    assert sorted(report.values["breakers"]["calls"].values()) == [1, 1, 1, 1]
+
+
+async def test_the_tool_loop_writes_no_channel_it_left_unchanged(run_script, runner):
+    """No empty approvals or messages from the gate when it admitted everything; no plan from observe
+    once the step is done and later reads change nothing in it; usage deltas without their zeros."""
+    report = await run_script({"planner": [PLAN_READ_NOTES], "actor": [*(step(calls=[call]) for call in READS[:3]), step("done")],
+                               "critic": [CRITIC_PASS]})
+    assert report.status == Terminal.SUCCESS
+    writes = await _writes(runner, report.thread_id)
+    gate = {channel for node, channel, _ in writes if node == "gate"}
+    assert "approvals" not in gate and "messages" not in gate and "dispatch" in gate
+    plans = [value for node, channel, value in writes if node == "observe" and channel == "plan"]
+    assert len(plans) == 1 and plans[0]["steps"][0]["status"] == "done"  # the first read did the step; the next two changed nothing
+    usage = [value for node, channel, value in writes if channel == "usage" and node in ("act", "gate", "observe")]
+    assert len(usage) == 10 and all(value["wall_clock_s"] > 0 and all(value.values()) for value in usage)  # no zero counters, no empty maps
