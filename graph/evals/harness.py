@@ -20,7 +20,7 @@ from typing import Any
 
 from graph.errors import BoundloopError
 from graph.evals.suite import Scenario, Suite
-from graph.replay import replay_run
+from graph.replay import STEP_KINDS, replay_run
 from graph.runner import RunReport, Runner
 from graph.services import default_servers
 from graph.task import RunSettings
@@ -160,7 +160,7 @@ def _json_text(value: str) -> str:
 async def _record(runner: Runner, report: RunReport, outcome: RunOutcome) -> None:
     values = report.values
     outcome.terminal, outcome.waiting = report.status, report.waiting
-    outcome.path = [event["node"] for event in await runner.trace(report.thread_id) if event["kind"] == "node"]
+    outcome.path = [event["node"] for event in await runner.trace(report.thread_id) if event["kind"] in STEP_KINDS]
     outcome.usage = values.get("usage") or {}
     outcome.budget = values.get("budget") or {}
     outcome.observations = values.get("observations") or []

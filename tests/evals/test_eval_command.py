@@ -48,9 +48,9 @@ SUITE = {
     "settings": {"prices": {"m": [2.0, 8.0]}},
     "thresholds": {"correct_termination": {"min": 1.0}, "trajectory_efficiency": {"max": 1.1}},
     "scenarios": [
-        # 12 steps on its golden path; planner 100/20, actor 2 × 100/10, judge and critic 50/5: 400 in, 50 out.
+        # 13 steps on its golden path; planner 100/20, actor 2 × 100/10, judge and critic 50/5: 400 in, 50 out.
         scenario("read", "golden", PLAN_READ, [read("notes.md"), ANSWER], {"terminal": "SUCCESS", "golden": PATH}),
-        # A failed read first: 16 steps for the same 12-step golden path; 500 in, 60 out.
+        # A failed read first: 17 steps for the same 13-step golden path; 500 in, 60 out.
         scenario("detour", "fault", PLAN_ONE, [read("missing.md"), read("notes.md"), ANSWER], {"terminal": "SUCCESS", "golden": PATH}),
         # An injected anomaly: a write no human can approve fails closed; planner and one actor turn: 200 in, 30 out.
         scenario("denied", "escalation", PLAN_WRITE, [step("", [{"name": "workspace__write_file", "args": {"path": "s.md", "content": "x"}}])],
@@ -60,7 +60,6 @@ SUITE = {
 }
 
 
-@pytest.mark.xfail(reason="known after merging memory: the hand-counted path predates the remember node; to be updated", strict=False)
 def test_metrics_match_a_hand_count_and_a_missed_threshold_fails_the_gate(db_url: str, tmp_path: Path) -> None:
     suite = tmp_path / "suite.json"
     suite.write_text(json.dumps(SUITE))
@@ -71,7 +70,7 @@ def test_metrics_match_a_hand_count_and_a_missed_threshold_fails_the_gate(db_url
     assert values["task_success_rate"] == 1.0  # read and detour
     assert values["correct_termination"] == 1.0
     assert values["trajectory_validity"] == 1.0 and values["trace_completeness"] == 1.0
-    assert values["trajectory_efficiency"] == pytest.approx((12 + 16) / (12 + 12))
+    assert values["trajectory_efficiency"] == pytest.approx((13 + 17) / (13 + 13))
     assert values["escalation_precision"] == 1.0 and values["escalation_recall"] == 1.0
     assert values["tool_calls_per_run"] == pytest.approx(4 / 3)  # ok, tool_error + ok, denied
     assert values["failed_tool_calls"] == 2
@@ -82,7 +81,7 @@ def test_metrics_match_a_hand_count_and_a_missed_threshold_fails_the_gate(db_url
     assert values["cost_per_success"] == pytest.approx(spent / 2)
     assert values["observation_grounding_rate"] == 1.0  # the read step, done on a verified read
     assert values["human_override_rate"] is None  # nobody decided anything
-    assert document["missed"] == ["trajectory_efficiency = 1.167 is above its maximum 1.1"]
+    assert document["missed"] == ["trajectory_efficiency = 1.154 is above its maximum 1.1"]
     assert [run["terminal"] for run in document["runs"]] == ["SUCCESS", "SUCCESS", "PERMISSION_DENIED"]
 
 
