@@ -9,6 +9,7 @@ import json
 import time
 from typing import Any
 
+from langgraph.store.memory import InMemoryStore
 from typer.testing import CliRunner
 
 from checkpoints import store as tables
@@ -150,3 +151,36 @@ def test_memory_write_quality_counts_only_backed_memories():
     backed, bare = _value("x"), {**_value("y"), "sources": []}
     assert memory.memory_write_quality([backed, bare]) == 0.5
     assert memory.memory_write_quality([]) is None
+
+
+_CONCEPTS = {"deploy": 0, "release": 0, "ship": 0, "window": 1, "slot": 1, "when": 1, "friday": 2, "lunch": 3, "menu": 3}
+
+
+def _concept_embedding(texts: list[str]) -> list[list[float]]:
+    """A stand-in embedding model: synonyms share a dimension, so similar meaning scores high
+    even with no word in common — what keyword overlap cannot find."""
+    vectors = []
+    for text in texts:
+        vector = [0.0] * 4
+        for word in memory.words(text):
+            if word in _CONCEPTS:
+                vector[_CONCEPTS[word]] += 1.0
+        vectors.append(vector if any(vector) else [0.0, 0.0, 0.0, 0.01])
+    return vectors
+
+
+async def test_a_store_with_an_embedding_index_recalls_by_meaning_within_the_same_guards():
+    store = InMemoryStore(index={"dims": 4, "embed": _concept_embedding, "fields": ["text"]})
+    ns = memory.namespace("alice", "coding_assistant")
+    await store.aput(ns, "meaning", _value("ship slot is Friday"))
+    await store.aput(ns, "unrelated", _value("lunch menu changes"))
+    await store.aput(ns, "expired", _value("release slot was Monday", expires_in=-1))
+    await store.aput(memory.namespace("bob", "coding_assistant"), "bobs", _value("release slot Sunday", user="bob"))
+    goal = "When is the deploy window?"
+    assert memory.words(goal).isdisjoint(memory.words("ship slot is Friday")), "the test needs no keyword overlap"
+
+    recalled = [item["key"] for item in await memory.recall(store, user="alice", profile="coding_assistant", goal=goal)]
+    assert recalled[0] == "meaning" and "expired" not in recalled and "bobs" not in recalled
+
+    await memory.set_status(store, await memory.find(store, "meaning"), "quarantined", "test")
+    assert "meaning" not in [item["key"] for item in await memory.recall(store, user="alice", profile="coding_assistant", goal=goal)]
