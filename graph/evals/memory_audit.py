@@ -11,8 +11,9 @@ budget or by a human while supported is neither right nor wrong here.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
 
 from psycopg_pool import AsyncConnectionPool
 
