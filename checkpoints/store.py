@@ -121,6 +121,14 @@ SELECT thread_id, goal, profile, task_hash, created_at, updated_at, result, clos
 FROM leased"""
 GET_RUN = _READ_RUNS.format(where="WHERE r.thread_id = %(thread_id)s")
 LIST_RUNS = _READ_RUNS.format(where="") + " ORDER BY created_at DESC, thread_id LIMIT %(limit)s"
+# The root a run already has, or this one: the insert and the read see the same snapshot.
+LANGSMITH_ROOT = """
+WITH new AS (
+    INSERT INTO boundloop_langsmith_roots (thread_id, root_id, started_at) VALUES (%(thread_id)s, %(root_id)s, %(started_at)s)
+    ON CONFLICT (thread_id) DO NOTHING RETURNING root_id, started_at, true AS created
+)
+SELECT * FROM new
+UNION ALL SELECT root_id, started_at, false FROM boundloop_langsmith_roots WHERE thread_id = %(thread_id)s"""
 APPEND_TRACE = """
 INSERT INTO boundloop_trace (thread_id, kind, node, data) VALUES (%s, %s, %s, %s) RETURNING id"""
 # Several events in one statement (one round trip), in the order given.
@@ -149,6 +157,10 @@ WRITE_OUTCOME = """
 UPDATE boundloop_ledger SET status = %s, result = %s, error = %s, updated_at = now()
 WHERE idempotency_key = %s AND status = 'INTENT'
 RETURNING *"""
+MARK_INTENT = """
+UPDATE boundloop_ledger SET result = %s, updated_at = now()
+WHERE idempotency_key = %s AND status = 'INTENT'
+RETURNING idempotency_key"""
 GET_LEDGER_ENTRY = "SELECT * FROM boundloop_ledger WHERE idempotency_key = %s"
 RUN_LEDGER = "SELECT * FROM boundloop_ledger WHERE thread_id = %s ORDER BY created_at, idempotency_key"
 
@@ -185,6 +197,13 @@ async def close_run(pool: AsyncConnectionPool, thread_id: str) -> None:
     """The run ended for good (its final checkpoint is saved): its trace takes no more events."""
     async with pool.connection() as conn:
         await conn.execute(CLOSE_RUN, (thread_id,))
+
+
+async def langsmith_root(pool: AsyncConnectionPool, thread_id: str, root_id: UUID, started_at: datetime) -> tuple[UUID, datetime, bool]:
+    """The LangSmith root run of the run (id, start time), and whether this call created it: the
+    first caller's `root_id` and `started_at` are kept."""
+    row = await _one(pool, LANGSMITH_ROOT, {"thread_id": thread_id, "root_id": root_id, "started_at": started_at})
+    return row["root_id"], row["started_at"], row["created"]
 
 
 async def get_run(pool: AsyncConnectionPool, thread_id: str) -> Run | None:
@@ -308,6 +327,14 @@ async def write_complete(
 async def write_abort(pool: AsyncConnectionPool, idempotency_key: str, error: str) -> LedgerEntry:
     """INTENT → ABORT with the reason; `LedgerConflict` from any other state."""
     return await _write_outcome(pool, idempotency_key, "ABORT", result=None, error=error)
+
+
+async def mark_intent(pool: AsyncConnectionPool, idempotency_key: str, mark: dict[str, Any] | None) -> None:
+    """Note why an INTENT has no outcome yet (None clears it); `LedgerConflict` from any other state."""
+    row = await _maybe_one(pool, MARK_INTENT, (_json(mark), idempotency_key))
+    if row is None:
+        current = await get_ledger_entry(pool, idempotency_key)
+        raise LedgerConflict(idempotency_key, None if current is None else current.status, "INTENT")
 
 
 async def get_ledger_entry(pool: AsyncConnectionPool, idempotency_key: str) -> LedgerEntry | None:

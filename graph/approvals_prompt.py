@@ -17,6 +17,9 @@ def ask_decisions(interrupts: list[dict[str, Any]]) -> dict[str, Any]:
     decisions: dict[str, Any] = {}
     for item in interrupts:
         request = item["value"]
+        if request.get("type") == "elicitation":
+            decisions[item["id"]] = _elicitation(request)
+            continue
         if request.get("type") != "tool_approval":
             decisions[item["id"]] = _escalation(request)
             continue
@@ -65,20 +68,17 @@ def _edit(args: dict[str, Any]) -> dict[str, Any]:
         return json.load(edited)
 
 
-async def answer_elicitation(question: dict[str, Any]) -> dict[str, Any]:
-    """A server's question during a tool call (tools/client_features.py), asked at the terminal."""
-    import asyncio
-
-    return await asyncio.to_thread(_elicitation, question)
-
-
 def _elicitation(question: dict[str, Any]) -> dict[str, Any]:
-    if question.get("problem"):
-        typer.echo(f"\nThat answer was refused: {question['problem']}")
+    """A server's question during a tool call (graph/elicitation.py), answered field by field."""
+    if question.get("refused"):
+        typer.echo(f"\nThat answer was refused: {question['refused']}")
     typer.echo(f"\nMCP server {question['server']!r} asks, during {question['tool']}: {question['message']}")
+    if question.get("resend_warning"):
+        typer.echo(f"Note: {question['resend_warning']}")
     choice = typer.prompt("[a]nswer, [d]ecline, [c]ancel", default="a").strip().lower()[:1]
+    approver = os.environ.get("USER", "terminal")
     if choice in ("d", "c"):
-        return {"action": "decline" if choice == "d" else "cancel"}
+        return {"action": "decline" if choice == "d" else "cancel", "approver": approver}
     content: dict[str, Any] = {}
     schema = question.get("schema") or {}
     required = set(schema.get("required") or [])
@@ -90,7 +90,7 @@ def _elicitation(question: dict[str, Any]) -> dict[str, Any]:
         if text == "" and name not in required:
             continue
         content[name] = _typed(text, prop.get("type"))
-    return {"action": "accept", "content": content}
+    return {"action": "accept", "content": content, "approver": approver}
 
 
 def _typed(text: str, kind: str | None) -> Any:

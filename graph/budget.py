@@ -42,7 +42,8 @@ class Budget(BaseModel):
     repairs: int | None = 2
     """Repair passes after a failed verification or critique (seed 001 reflection budget)."""
     replans: int | None = 2
-    """New plans after the first one fails validation."""
+    """Re-plans after the first plan: for a plan that failed validation, or a step whose calls kept
+    failing (graph/replan.py; each replaces only the affected steps)."""
     tool_result_chars: int | None = 200_000
     """Characters of tool output shown to the model, all calls together."""
     retries: int | None = 3
@@ -73,6 +74,7 @@ USAGE_COUNTERS = (
     "tool_result_chars",
     "retries",
     "unpriced_model_calls",
+    "unpriced_tool_calls",
     "escalations",
     "estimated_usage_calls",
     "memory_writes",
@@ -152,7 +154,7 @@ def _over(usage: dict[str, Any], budget: Budget, dimension: str) -> Exhaustion |
 
 def check_before_model_call(usage: dict[str, Any], budget: Budget) -> Exhaustion | None:
     """Would one more model call break a limit? Runs before every planner/actor/judge/critic call."""
-    if budget.cost_usd is not None and usage.get("unpriced_model_calls", 0) > 0:
+    if budget.cost_usd is not None and usage.get("unpriced_model_calls", 0) + usage.get("unpriced_tool_calls", 0) > 0:
         return Exhaustion("cost_usd", usage.get("cost_usd", 0), budget.cost_usd, Terminal.BUDGET_EXHAUSTED)
     for dimension in ("wall_clock_s", "model_turns", "input_tokens", "output_tokens", "cost_usd"):
         if exhaustion := _over(usage, budget, dimension):

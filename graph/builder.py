@@ -84,7 +84,7 @@ def build_graph(*, checkpointer: BaseCheckpointSaver | None = None, services: Se
     builder.add_conditional_edges("retrieve", guards.route_after_retrieve)
     builder.add_conditional_edges("act", guards.route_after_act)
     builder.add_conditional_edges("compact", guards.route_after_compact)
-    tool_routes = ["approve", "execute", "act", "escalate", "finalize"]
+    tool_routes = ["approve", "execute", "act", "plan", "escalate", "finalize"]
     builder.add_conditional_edges("gate", guards.route_tool_calls, tool_routes)
     builder.add_edge("execute", "observe")
     builder.add_edge("approve", "observe")
@@ -104,21 +104,23 @@ def build_graph(*, checkpointer: BaseCheckpointSaver | None = None, services: Se
 
 def _intake_node(services: Services) -> Node:
     async def intake_node(state: dict[str, Any], runtime: Runtime[RunSettings]) -> dict[str, Any]:
-        started = time.perf_counter()
-        update = await intake(state, runtime, services)
-        return await _settle("intake", state, update, started, services)
+        async with services.stops.node(current_run_id()):
+            started = time.perf_counter()
+            update = await intake(state, runtime, services)
+            return await _settle("intake", state, update, started, services)
 
     return intake_node
 
 
 def _phase_node(name: str, node: Node, services: Services) -> Node:
     async def phase_node(state: dict[str, Any]) -> dict[str, Any]:
-        crash_point(f"enter:{name}")
-        started = time.perf_counter()
-        async with _interrupts_traced(name, services):
-            with deadline.step_deadline(deadline.budget_left_s(state.get("budget"), state.get("usage"))):
-                update = await node(state, services)
-        return await _settle(name, state, update, started, services)
+        async with services.stops.node(current_run_id()):
+            crash_point(f"enter:{name}")
+            started = time.perf_counter()
+            async with _interrupts_traced(name, services):
+                with deadline.step_deadline(deadline.budget_left_s(state.get("budget"), state.get("usage"))):
+                    update = await node(state, services)
+            return await _settle(name, state, update, started, services)
 
     phase_node.__name__ = name
     return phase_node
@@ -126,13 +128,14 @@ def _phase_node(name: str, node: Node, services: Services) -> Node:
 
 def _task_node(node: Node, services: Services, *, calls_tool: bool) -> Node:
     async def task_node(payload: dict[str, Any]) -> dict[str, Any]:
-        started = time.perf_counter()
-        with langsmith_trace.tool_run(payload) if calls_tool else nullcontext(lambda calls: None) as traced:
-            async with _interrupts_traced(node.__name__, services):
-                with deadline.step_deadline(payload.get("wall_clock_left_s")):
-                    update = await node(payload, services)
-            traced(await record_task(services, current_run_id(), node.__name__, payload, update, time.perf_counter() - started))
-        return update
+        async with services.stops.node(current_run_id()):
+            started = time.perf_counter()
+            with langsmith_trace.tool_run(payload) if calls_tool else nullcontext(lambda calls: None) as traced:
+                async with _interrupts_traced(node.__name__, services):
+                    with deadline.step_deadline(payload.get("wall_clock_left_s")):
+                        update = await node(payload, services)
+                traced(await record_task(services, current_run_id(), node.__name__, payload, update, time.perf_counter() - started))
+            return update
 
     task_node.__name__ = node.__name__
     return task_node

@@ -7,7 +7,6 @@ on an error keeps its last checkpoint, and the message says how to resume it.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import logging
 import math
@@ -32,7 +31,7 @@ from graph.models import model_for
 from graph.progress import Progress, render_pending, render_report, render_runs, render_trace
 from graph.runner import RunReport, Runner
 from graph.task import RunSettings, Task, limit_problem
-from tools import client_features, secrets
+from tools import secrets
 from tools.errors import ToolsError
 from tools.config import load_servers
 from tools.policy import load_policy
@@ -50,7 +49,7 @@ BudgetOpt = Annotated[list[str], typer.Option("--budget", "-b", help="Override a
 ModelOpt = Annotated[Optional[str], typer.Option("--model", help="OpenAI-compatible model name, or `scripted`.")]
 BaseUrlOpt = Annotated[Optional[str], typer.Option("--base-url", help="OpenAI-compatible endpoint.")]
 ScriptOpt = Annotated[Optional[Path], typer.Option("--script", help="Script for the scripted model.")]
-ConfigOpt = Annotated[Optional[Path], typer.Option("--config", help="JSON config file: model, base_url, api_key, servers, prices.")]
+ConfigOpt = Annotated[Optional[Path], typer.Option("--config", help="JSON config file: model, base_url, api_key, servers, prices, model_apis, hosted_tools, tool_prices.")]
 WorkspaceOpt = Annotated[Optional[Path], typer.Option("--workspace", help="Root of the shipped workspace server (default: current directory).")]
 ServersOpt = Annotated[Optional[Path], typer.Option("--servers", help="MCP servers file in the mcpServers JSON shape.")]
 PolicyOpt = Annotated[Optional[Path], typer.Option("--policy", help="Permission rules file (JSON): {\"rules\": [{\"action\", \"server\", \"tool\", \"arguments\", \"id\"}]}.")]
@@ -254,6 +253,8 @@ def _settings(options: dict[str, Any]) -> RunSettings:
         values["servers"] = str(options["servers"].resolve())  # read when a server starts: its secrets never enter the run's state
     elif isinstance(values.get("servers"), str):
         values["servers"] = str((options["config"].parent / values["servers"]).resolve())
+    if isinstance(values.get("hosted_tools"), str):
+        values["hosted_tools"] = str((options["config"].parent / values["hosted_tools"]).resolve())
     if options["policy"]:
         values["policy"] = _read_json(options["policy"], "policy")
     values["workspace_root"] = str((options["workspace"] or Path(values.get("workspace_root") or ".")).resolve())
@@ -320,13 +321,12 @@ def _observer(as_json: bool) -> Any:
 
 
 async def _drive(runner: Runner, started: Any, as_json: bool) -> None:
-    from graph.approvals_prompt import answer_elicitation, ask_decisions
+    from graph.approvals_prompt import ask_decisions
 
     at_terminal = not as_json and sys.stdin.isatty()
-    with client_features.attend(answer_elicitation) if at_terminal else contextlib.nullcontext():  # servers' questions
-        report: RunReport = await started
-        while report.waiting and at_terminal:
-            report = await runner.resume(report.thread_id, decisions=ask_decisions(report.interrupts), observe=_observer(as_json))
+    report: RunReport = await started
+    while report.waiting and at_terminal:
+        report = await runner.resume(report.thread_id, decisions=ask_decisions(report.interrupts), observe=_observer(as_json))
     if as_json:
         out.print_json(json.dumps(secrets.redact(_report_json(report)), default=str))
     else:

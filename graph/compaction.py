@@ -96,7 +96,7 @@ def turns(messages: list[BaseMessage]) -> list[list[BaseMessage]]:
 
 def feedback_of(turn: list[BaseMessage]) -> list[str]:
     """What the loop's checks told the actor in a turn (repair feedback): kept, verbatim."""
-    return [str(message.content) for message in turn if isinstance(message, HumanMessage)]
+    return [message.content for message in turn if isinstance(message, HumanMessage) and isinstance(message.content, str)]  # not approval responses
 
 
 def dropped_results(turn: list[BaseMessage]) -> list[ToolMessage]:

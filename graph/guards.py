@@ -15,9 +15,11 @@ from typing import Any, Literal
 from langchain_core.messages import AIMessage
 from langgraph.types import Send
 
+from graph import schedule
 from graph.budget import Budget, check_before_model_call, check_before_step
 from graph.deadline import budget_left_s
-from graph.plan import unfinished
+from graph.hosted_tools import approval_requests
+from graph.plan import evidence_to_fetch, unfinished
 from graph.status import Terminal
 from graph.tripwires import tripped
 from tools import pinning
@@ -46,6 +48,8 @@ def stop(state: dict[str, Any]) -> Stop:
         return "finalize"
     if not state.get("ending") and tripped(state):
         return "finalize"  # a tripwire is no budget to extend: nobody can answer it away
+    if (state.get("ending") or {}).get("escalation") == "repair_review":
+        return "escalate" if _escalations_left(state) else "finalize"  # repairs ran out: a human may accept the best output
     code = (state.get("ending") or {}).get("code") or _exhausted_code(state)
     return "escalate" if code in ASK_A_HUMAN and _escalations_left(state) else "finalize"
 
@@ -81,7 +85,7 @@ def route_after_validate(state: dict[str, Any]) -> Literal["plan", "retrieve", "
 
 
 def after_plan_accepted(state: dict[str, Any]) -> Literal["retrieve", "act", "escalate", "finalize"]:
-    if any(step.get("evidence") for step in state["plan"]["steps"]):
+    if evidence_to_fetch(state["plan"]["steps"], state.get("evidence")):
         return "retrieve"
     return "act" if may_call_model(state) else stop(state)
 
@@ -96,18 +100,18 @@ def route_after_act(state: dict[str, Any]) -> Literal["compact", "gate", "verify
     if (state.get("context") or {}).get("pressure"):
         return "compact"  # the context pressure gate: act did not call, its request was over the threshold
     last = state["messages"][-1]
-    if isinstance(last, AIMessage) and (last.tool_calls or last.invalid_tool_calls):
-        return "gate"
+    if isinstance(last, AIMessage) and (last.tool_calls or last.invalid_tool_calls or approval_requests(last)):
+        return "gate"  # an approval request of a provider-side connector is gated like a call
     if unfinished((state.get("plan") or {}).get("steps", [])):
         return "repair"  # the completion check: a final answer with a required step not done never reaches the judge
     needs_judge = bool(state["task"].get("acceptance_criteria"))
     return "verify" if not needs_judge or may_call_model(state) else stop(state)
 
 
-def route_tool_calls(state: dict[str, Any]) -> list[Send] | Literal["act", "escalate", "finalize"]:
+def route_tool_calls(state: dict[str, Any]) -> list[Send] | Literal["act", "plan", "escalate", "finalize"]:
     """After gate, approve or observe: every approval of the turn first, then the dispatch waves in
-    the model's order (an approved call in its place, with the arguments it was approved with; a
-    rejected or answered one left out), then the actor."""
+    order (an approved call in its place, with the arguments it was approved with; a rejected or
+    answered one left out), then the planner when a step asks for a re-plan, else the actor."""
     asks = [call for call in state.get("approvals", []) if "reservation" in call and not _decided(state, call)]
     if asks:
         return [Send("approve", _payload(state, call)) for call in asks]
@@ -115,7 +119,9 @@ def route_tool_calls(state: dict[str, Any]) -> list[Send] | Literal["act", "esca
     for wave in state.get("dispatch") or []:
         if runnable := [ready for call in wave if (ready := _runnable(call, decided)) is not None]:
             return [Send("execute", _payload(state, call)) for call in runnable]
-    return "act" if may_call_model(state) else stop(state)
+    if not may_call_model(state):
+        return stop(state)
+    return "plan" if (state.get("plan") or {}).get("replan") else "act"
 
 
 def _runnable(call: dict[str, Any], decided: dict[str, dict[str, Any]]) -> dict[str, Any] | None:
@@ -147,8 +153,11 @@ def route_after_critique(state: dict[str, Any]) -> Literal["commit", "repair", "
     return "repair"
 
 
-def route_after_repair(state: dict[str, Any]) -> Literal["act", "escalate", "finalize"]:
-    return "act" if may_call_model(state) else stop(state)
+def route_after_repair(state: dict[str, Any]) -> Literal["plan", "act", "escalate", "finalize"]:
+    """To the planner when the repair strategy is REPLAN (nodes/repair.py), else back to the actor."""
+    if not may_call_model(state):
+        return stop(state)
+    return "plan" if (state.get("plan") or {}).get("replan") else "act"
 
 
 def route_after_commit(state: dict[str, Any]) -> Literal["remember", "escalate", "finalize"]:
@@ -185,4 +194,12 @@ def _payload(state: dict[str, Any], call: dict[str, Any]) -> dict[str, Any]:
         "budget": state["budget"],
         "breakers": state.get("breakers"),
         "wall_clock_left_s": budget_left_s(state["budget"], state["usage"]),
+        "unmet": _unmet(state, call),
     }
+
+
+def _unmet(state: dict[str, Any], call: dict[str, Any]) -> str | None:
+    """The refusal for a call held for a later wave whose dependency is still not done (else None)."""
+    steps = (state.get("plan") or {}).get("steps", [])
+    missing = schedule.missing_dependencies(steps, call.get("step_id"))
+    return schedule.refusal(steps, call["name"], call["step_id"], missing) if missing else None

@@ -3,8 +3,9 @@
 `for_call` builds the call's `CallScope` (tools/client_features.py) inside the execute task: the
 run's workspace as roots, progress written to LangGraph's `custom` stream (kind `tool_progress`,
 which the CLI prints as a progress line), questions for the human while `budget.escalations`
-lasts and the run is attended, and sampling through the run's model (role `sampler`: the same
-budget check, timeout, retries and circuit breaker as every model call, graph/models.py).
+lasts and the run is attended (asked at an interrupt, graph/elicitation.py), and sampling through
+the run's model (role `sampler`: the same budget check, timeout, retries and circuit breaker as
+every model call, graph/models.py).
 `settle` adds what the server's requests spent (escalations, model usage) to the call's update,
 puts them in the call's observation (`server_requests`), and writes each to the run's trace
 (kind `mcp_request`).
@@ -48,6 +49,7 @@ def for_call(call: dict[str, Any], payload: dict[str, Any], services: Services) 
         escalations_limit=limit,
         roots=tuple(root for root in [settings.get("workspace_root")] if root),
         progress=progress,
+        stops_for_questions=bool(budget),  # evidence and check calls (retrieve, verify) never wait for a human
     )
     if budget:
         scope.sample = _sampler(payload, services, scope.spent)
@@ -93,12 +95,12 @@ def _messages(params: types.CreateMessageRequestParams) -> list[BaseMessage]:
 
 
 def _text(reply: AIMessage) -> str:
-    return reply.content if isinstance(reply.content, str) else str(reply.content)
+    return str(reply.text)
 
 
 async def settle(scope: CallScope, result: dict[str, Any], services: Services, *, phase: str) -> dict[str, Any]:
     """`result` (the call's update) with the scope's costs and requests added; requests traced."""
-    if not scope.events:
+    if not scope.events and not scope.escalations:
         return result
     spent = scope.spent
     usage = add_usage(result.get("usage"), spent.get("usage"))

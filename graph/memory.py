@@ -74,7 +74,7 @@ def proposed(messages: Iterable[Any]) -> list[Any]:
     """The candidates of the run's final answer (the last AI message without tool calls)."""
     for message in reversed(list(messages)):
         if isinstance(message, AIMessage) and not message.tool_calls and not message.invalid_tool_calls:
-            return split_answer(str(message.content))[1]
+            return split_answer(str(message.text))[1]
     return []
 
 

@@ -4,7 +4,7 @@ The provider client is built with `max_retries=0`, so every attempt is ours to s
 
 - each attempt waits at most `model_timeout_s`, and never past the step's deadline (graph/deadline.py);
 - only transient failures are retried — a timeout, a connection that failed, HTTP 408, 409, 429
-  or 5xx — with exponential backoff and full jitter, uniform(0, min(8, 0.5 * 2**(n-1))) seconds;
+  or 5xx, an answer that is not JSON — with exponential backoff and full jitter, uniform(0, min(8, 0.5 * 2**(n-1))) seconds;
 - each retry is charged to `budget.retries` (shared with tool retries) and written to the trace;
 - each failed attempt advances the model's circuit (`model:<model id>` in the run's breaker state,
   tools/breakers.py: open after 3 consecutive failures, a probe after 30 s); an open circuit
@@ -19,6 +19,7 @@ of steps — propagates unchanged. Never decides how the run ends; graph/models.
 from __future__ import annotations
 
 import asyncio
+import json
 import random
 import time
 from dataclasses import dataclass
@@ -134,6 +135,8 @@ def classify(error: BaseException) -> _Failure | None:
     if isinstance(error, openai.APIStatusError):
         code = error.status_code
         return _Failure(f"HTTP {code} from the provider: {str(error.message)[:300]}", retryable=code in RETRYABLE_HTTP or code >= 500)
+    if isinstance(error, (json.JSONDecodeError, openai.APIResponseValidationError)):  # a 200 whose body is not an answer
+        return _Failure(f"the provider's answer could not be read ({str(error)[:200]})", retryable=True)
     return None
 
 

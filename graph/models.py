@@ -45,6 +45,17 @@ PRICES: dict[str, tuple[float, float]] = {
     "gpt-4.1-nano": (0.10, 0.40),
 }
 
+TOOL_CALL_PRICES: dict[str, float] = {
+    "web_search_call": 0.010,
+    "file_search_call": 0.0025,
+    "code_interpreter_call": 0.030,
+    "mcp_call": 0.0,
+}
+"""USD per provider-hosted tool call, by output item type (OpenAI's list prices: web search $10 and
+file search $2.50 per 1 000 calls; the code interpreter bills $0.03 per container, charged here per
+call — an upper bound; connector calls bill only their tokens). Override or extend per run with
+RunSettings.tool_prices; a call of a type priced nowhere is unpriced, never free."""
+
 CONTEXT_WINDOWS: dict[str, int] = {
     "gpt-4o-mini": 128_000,
     "gpt-4o": 128_000,
@@ -72,11 +83,16 @@ NO_MODEL = (
 
 def model_for(settings: dict[str, Any]) -> BaseChatModel:
     """The chat model the settings name. Cached per process: building one is not free."""
-    return _build(settings.get("model") or "scripted", settings.get("script"), settings.get("base_url"))
+    return _build(settings.get("model") or "scripted", settings.get("script"), settings.get("base_url"), api_of(settings))
+
+
+def api_of(settings: dict[str, Any]) -> str:
+    """The OpenAI API the run's model is called through: `chat_completions` unless the settings say `responses`."""
+    return (settings.get("model_apis") or {}).get(settings.get("model") or "scripted", "chat_completions")
 
 
 @lru_cache(maxsize=16)
-def _build(model: str, script: str | None, base_url: str | None) -> BaseChatModel:
+def _build(model: str, script: str | None, base_url: str | None, api: str = "chat_completions") -> BaseChatModel:
     if model == "scripted":
         if not script:
             raise ModelNotConfigured("model 'scripted' needs a script: pass --script FILE (see README, Scripted model)")
@@ -93,7 +109,16 @@ def _build(model: str, script: str | None, base_url: str | None) -> BaseChatMode
         temperature=0,
         max_retries=0,  # retries are ours: budgeted, traced, behind the model's circuit (graph/model_calls.py)
         stream_usage=True,
+        # Responses: typed output items (reasoning, hosted tool calls) stay in the reply's content;
+        # the whole conversation is sent each turn from our checkpoint, never a previous_response_id.
+        **({"use_responses_api": True} if api == "responses" else {}),
     )
+
+
+def tool_call_price_of(settings: dict[str, Any], item_type: str) -> float | None:
+    """USD per call of a hosted tool's output item type; None when nobody knows."""
+    extra = settings.get("tool_prices") or {}
+    return extra[item_type] if item_type in extra else TOOL_CALL_PRICES.get(item_type)
 
 
 def model_id(settings: dict[str, Any]) -> str:
@@ -128,13 +153,15 @@ async def call_model(
     *,
     tools: list[dict[str, Any]] | None = None,
     spent: dict[str, Any] | None = None,
+    options: dict[str, Any] | None = None,
 ) -> tuple[AIMessage, dict[str, Any]]:
     """Call the run's model as `role`; return the reply and the update to add to state: the usage
     delta and, when the model's circuit changed, the breaker state. `spent` is what earlier calls
-    of the same node cost (its usage counts for the call index and the retry budget)."""
+    of the same node cost (its usage counts for the call index and the retry budget). `options` are
+    request parameters sent with the tools (e.g. `max_tool_calls` for hosted tools)."""
     settings = state["settings"]
     model = model_for(settings)
-    runnable = model.bind_tools(tools) if tools else model
+    runnable = model.bind_tools(tools, **(options or {})) if tools else model
     spent = spent or {}
     usage = add_usage(state.get("usage"), spent.get("usage"))
     index = usage["calls_by_role"].get(role, 0)
@@ -177,7 +204,7 @@ async def ask_for(
             raise NoReply({**spent, "ending": stop})
         reply, update = await call_model(state, services, role, request, spent=spent)
         spent = {**spent, **update, "usage": add_usage(spent.get("usage"), update["usage"])}
-        parsed, problem = parse_reply(str(reply.content), kind)
+        parsed, problem = parse_reply(str(reply.text), kind)  # Responses replies carry a list of typed items
         if parsed is not None:
             return parsed, None, spent
         request = [*request, reply, HumanMessage(REASK.format(problem=problem))]

@@ -2,9 +2,10 @@
 
 Progress is grounded, never declared: the planner can only hand over pending steps, and a step
 becomes `done` when a call made for it reached `verified` (observe) — not when some call of the
-same tool succeeded somewhere in the run. A call serves the first step, in plan order, that
-expects its tool, whose `args` it carries, and that still lacks a verified call of that tool.
-The completion check (`unfinished`) is what commit and the act→verify edge read: deterministic,
+same tool succeeded somewhere in the run. Which step a call serves is decided at the gate
+(graph/schedule.py), which also holds it to the step's dependencies. A step whose calls failed
+`STEP_ATTEMPTS` times is `stuck`: the actor's own retry did not fix it, so it is re-planned
+(graph/replan.py). The completion check (`unfinished`) is what commit and the act→verify edge read: deterministic,
 before any judge.
 """
 
@@ -37,6 +38,8 @@ class PlanStep(BaseModel):
     done_when: str = ""
     evidence: EvidenceCall | None = None
     """A read-only call the retrieve phase runs before acting."""
+    parallel: bool = True
+    """Its read-only calls may share a dispatch wave with other calls; false: each runs alone."""
     status: Literal["pending"] = "pending"
     """Every planned step starts pending; only grounded observations move it (done, failed)."""
 
@@ -48,9 +51,20 @@ class Blocked(BaseModel):
 
 
 class PlanReply(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
     steps: list[PlanStep] = Field(default_factory=list)
+    ordering: Literal["partial", "total"] = "partial"
+    """partial: steps run as their `depends_on` allow; total: each step also waits for the one before."""
     blocked: Blocked | None = None
+
+    def ordered_steps(self) -> list[dict[str, Any]]:
+        """The steps as JSON, a total ordering written out as dependencies on the previous step."""
+        steps = [step.model_dump(mode="json") for step in self.steps]
+        if self.ordering == "total":
+            for before, step in zip(steps, steps[1:]):
+                if before["id"] not in step["depends_on"]:
+                    step["depends_on"] = [*step["depends_on"], before["id"]]
+        return steps
 
 
 def plan_hash(steps: list[dict[str, Any]]) -> str:
@@ -59,7 +73,7 @@ def plan_hash(steps: list[dict[str, Any]]) -> str:
     return hashlib.sha256(json.dumps(frozen, sort_keys=True).encode()).hexdigest()
 
 
-PROGRESS_KEYS = frozenset({"status", "verified", "failure"})
+PROGRESS_KEYS = frozenset({"status", "verified", "failure", "failures"})
 """Keys observe writes into a step; not part of what was planned."""
 
 
@@ -72,12 +86,14 @@ def serves(step: dict[str, Any], tool: str, args: Any) -> bool:
     return isinstance(args, dict) and all(key in args and args[key] == value for key, value in wanted.items())
 
 
-def step_for(steps: list[dict[str, Any]], tool: str, args: Any) -> str | None:
-    """The step a call serves: the first unfinished one it fits that has no verified call of `tool` yet."""
-    for step in steps:
-        if step.get("status") != "done" and tool not in (step.get("verified") or {}) and serves(step, tool, args):
-            return step["id"]
-    return None
+STEP_ATTEMPTS = 2
+"""Failed calls one step may take before it is re-planned: the first failure goes back to the actor,
+who sees the error and may retry differently; a second means retrying does not fix it."""
+
+
+def stuck(steps: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Failed steps whose calls failed `STEP_ATTEMPTS` times: retrying will not fix them."""
+    return [step for step in steps if step.get("status") == "failed" and step.get("failures", 0) >= STEP_ATTEMPTS]
 
 
 def record_call(steps: list[dict[str, Any]], step_id: str, tool: str, call_id: str, problem: str | None) -> list[dict[str, Any]]:
@@ -89,7 +105,7 @@ def record_call(steps: list[dict[str, Any]], step_id: str, tool: str, call_id: s
                 status = "pending" if step.get("status") == "failed" else step.get("status", "pending")
                 step = {**step, "status": status, "verified": {**(step.get("verified") or {}), tool: call_id}, "failure": ""}
             else:
-                step = {**step, "status": "failed", "failure": f"{tool} ({call_id}) {problem}"}
+                step = {**step, "status": "failed", "failure": f"{tool} ({call_id}) {problem}", "failures": step.get("failures", 0) + 1}
         updated.append(step)
     return advance(updated)
 
@@ -106,6 +122,12 @@ def advance(steps: list[dict[str, Any]]) -> list[dict[str, Any]]:
             done.add(step["id"])
         advanced.append(step)
     return advanced
+
+
+def evidence_to_fetch(steps: list[dict[str, Any]], evidence: list[dict[str, Any]] | None) -> list[dict[str, Any]]:
+    """Evidence steps not done whose evidence the run has not fetched yet (a re-plan keeps what it has)."""
+    fetched = {entry["step_id"] for entry in evidence or []}
+    return [step for step in steps if step.get("evidence") and step.get("status") != "done" and step["id"] not in fetched]
 
 
 def unfinished(steps: list[dict[str, Any]], *, optional: bool = False) -> list[dict[str, Any]]:

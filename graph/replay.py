@@ -5,8 +5,9 @@ The legal transitions are read from the graph object itself (its drawn nodes and
 from a list of node names here, so a graph with other steps is judged by its own edges. Checked:
 every transition between consecutive recorded steps is an edge of the graph (from START to the
 first step, into END after the last), every tool call that ran was decided first (allowed by
-the gate, or asked and approved by a human), and every side effect sent has its ledger INTENT,
-written after its permission decision and before its outcome was recorded.
+the gate, or asked and approved by a human; a provider-hosted call by its offering at intake or
+its approval), and every side effect sent has its ledger INTENT, written after its permission
+decision and before its outcome was recorded (a hosted one is written when the provider reports it).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from psycopg_pool import AsyncConnectionPool
 
 from checkpoints import store
 from graph.trace import REOPENABLE
+from tools.registry import qualified_name
 
 SENT = frozenset({"ok", "tool_error", "timeout", "cancelled", "unknown_after_crash"})
 """Outcomes of a call that reached its server (a side effect among them needs its ledger INTENT)."""
@@ -103,8 +105,11 @@ def _check_calls(events: list[Any], ledger: dict[str, Any], problems: list[str])
     """No call runs without its permission decision; no side effect without its ledger INTENT."""
     decided: dict[str, tuple[str, Any]] = {}
     approved: set[str] = set()
+    offered: dict[str, Any] = {}
     for event in events:
         data = event.data if event.kind in STEP_KINDS else {}
+        for offer in ((data.get("run") or {}).get("allowed") or {}).get("hosted") or []:
+            offered.update({name: event.at for name in _offered_names(offer)})
         for decision in data.get("decisions", []):
             decided[decision["call_id"]] = (decision["decision"], event.at)
         escalation = data.get("escalation") or {}
@@ -113,6 +118,8 @@ def _check_calls(events: list[Any], ledger: dict[str, Any], problems: list[str])
         for call in data.get("tool_calls", []):
             call_id = call.get("request_id")
             decision, decided_at = decided.get(call_id, (None, None))
+            if decision is None and call.get("hosted") and call.get("name") in offered:  # the offering at intake decided it
+                decision, decided_at = "allow", offered[call["name"]]
             if decision is None:
                 problems.append(f"event {event.id}: tool call {call_id} ({call.get('name')}) ran with no permission decision before it (gate skipped)")
                 continue
@@ -128,3 +135,12 @@ def _check_calls(events: list[Any], ledger: dict[str, Any], problems: list[str])
                 problems.append(f"event {event.id}: side effect {call_id}: ledger INTENT at {entry.created_at} is not between its decision and its outcome")
             elif call.get("ledger_key") not in (None, entry.idempotency_key):
                 problems.append(f"event {event.id}: side effect {call_id}: ledger key {call.get('ledger_key')} is not the ledger's {entry.idempotency_key}")
+
+
+def _offered_names(offer: dict[str, Any]) -> list[str]:
+    """The tool names a hosted offering let the provider call without asking (tools/hosted.py)."""
+    if not offer.get("offered"):
+        return []
+    if offer.get("type") != "mcp":
+        return [qualified_name(offer["name"], offer["type"])]
+    return [qualified_name(offer["name"], tool) for tool, decided in (offer.get("tools") or {}).items() if decided.get("decision") == "allow"]

@@ -15,10 +15,12 @@ drive ends with `DatabaseLost`, which says how to resume.
 from __future__ import annotations
 
 import asyncio
+import json
 import math
 import os
 import time
 import uuid
+from collections.abc import Coroutine
 from contextlib import AsyncExitStack, suppress
 from dataclasses import asdict, dataclass, field
 from typing import Any, Callable
@@ -148,7 +150,9 @@ class Runner:
         if decision.get("args_hash") not in (None, item.value.get("args_hash")):
             raise ApprovalRefused(thread_id, call_id, "the decision is for other arguments than the ones the request was made for (argument hash mismatch)")
         if item.value.get("type") != "tool_approval":
-            return await self.resume(thread_id, decisions={item.id: _as_answer(decision)}, observe=observe)
+            report = await self.resume(thread_id, decisions={item.id: as_resume_value(item.value, thread_id, call_id, decision)}, observe=observe)
+            _refused_again(report, thread_id, call_id)
+            return report
         expires_at = item.value.get("expires_at")
         if expires_at is not None and expires_at < time.time():
             at = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(expires_at))
@@ -156,10 +160,7 @@ class Runner:
                                                       f"`boundloop resume {thread_id}` continues the run with it rejected")
         bound = {**decision, "call_id": call_id, "args_hash": item.value.get("args_hash")}
         report = await self.resume(thread_id, decisions={item.id: bound}, observe=observe)
-        for waiting in report.interrupts:
-            value = waiting["value"] if isinstance(waiting["value"], dict) else {}
-            if value.get("call_id") == call_id and value.get("refused"):
-                raise ApprovalRefused(thread_id, call_id, f"{value['refused']}; the run still waits for a decision")
+        _refused_again(report, thread_id, call_id)
         return report
 
     async def pending(self, thread_id: str | None = None) -> list[dict[str, Any]]:
@@ -233,7 +234,9 @@ class Runner:
 
         The stream runs in its own task so a cancel does not wait for the step in flight: that
         task is cancelled, which cancels the node's model or tool call (a side effect cut off
-        this way stays an INTENT in the ledger, reconciled on resume).
+        this way stays an INTENT in the ledger, reconciled on resume). A cancel between nodes
+        (say, right after a node's update was observed) first lets the finished step be saved:
+        the drive stops when its next node is held at its start (graph/stops.py).
         """
         state: dict[str, Any] = {}
 
@@ -241,7 +244,7 @@ class Runner:
             # durability="sync": each step's checkpoint is written before the next step starts,
             # so a kill or a cancel loses at most the step in flight.
             known = await self._known(thread_id, graph_input) if langsmith_trace.enabled() else {}
-            async with langsmith_trace.run_root(thread_id, known, self.services.graph_version) as finish:
+            async with langsmith_trace.run_root(thread_id, known, self.services.graph_version, self.pool) as finish:
                 stream = self.graph.astream(graph_input, _config(thread_id), context=context, stream_mode=["updates", "custom"], durability="sync")
                 async for mode, chunk in stream:
                     if mode == "custom":  # e.g. a tool's progress (graph/mcp_scope.py)
@@ -255,17 +258,20 @@ class Runner:
                                 observe(node, update, state)
                 finish({**known, **state})
 
-        steps = asyncio.create_task(consume(), name=f"drive:{thread_id}")
-        cancel = asyncio.create_task(self._cancel.wait())
         halted = False
-        try:
-            await asyncio.wait({steps, cancel}, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            cancel.cancel()
-            if not steps.done():
-                halted = True
-                steps.cancel()
-                await asyncio.wait({steps}, timeout=CANCEL_UNWIND_S)
+        with self.services.stops.watch(thread_id) as drive:
+            steps = asyncio.create_task(consume(), name=f"drive:{thread_id}")
+            cancel = asyncio.create_task(self._cancel.wait())
+            try:
+                await asyncio.wait({steps, cancel}, return_when=asyncio.FIRST_COMPLETED)
+                if not steps.done() and not drive.stop():
+                    await _first_of(steps, drive.held.wait(), timeout=CANCEL_UNWIND_S)
+            finally:
+                cancel.cancel()
+                if not steps.done():
+                    halted = True
+                    steps.cancel()
+                    await asyncio.wait({steps}, timeout=CANCEL_UNWIND_S)
         if halted:
             if steps.done() and not steps.cancelled():
                 steps.exception()  # whatever the cut-off step raised while unwinding is moot: the run halts
@@ -302,6 +308,15 @@ class Runner:
         # update; the registry has USER_CANCEL either way, and so does the report.
         report.status = Terminal.USER_CANCEL
         return report
+
+
+async def _first_of(task: asyncio.Task[Any], other: Coroutine[Any, Any, Any], *, timeout: float) -> None:
+    """Wait until `task` is done or `other` completes, at most `timeout` seconds."""
+    waiter = asyncio.ensure_future(other)
+    try:
+        await asyncio.wait({task, waiter}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        waiter.cancel()
 
 
 def outage_window_s() -> float:
@@ -354,6 +369,36 @@ def _reopening(values: dict[str, Any]) -> Command | None:
     return Command(update={"ending": None, "result": None, "status": {"phase": "resume"}}, goto=stopped["resume_to"])
 
 
+def _refused_again(report: RunReport, thread_id: str, call_id: str) -> None:
+    """The run refused the decision and asks again: say why, in one line."""
+    for waiting in report.interrupts:
+        value = waiting["value"] if isinstance(waiting["value"], dict) else {}
+        if value.get("call_id") == call_id and value.get("refused"):
+            raise ApprovalRefused(thread_id, call_id, f"{value['refused']}; the run still waits for a decision")
+
+
+def as_resume_value(request: dict[str, Any], thread_id: str, call_id: str, decision: dict[str, Any]) -> dict[str, Any]:
+    """What an approve/reject decision resumes a waiting escalation with (not a tool approval)."""
+    if request.get("type") == "elicitation":
+        return _as_elicitation_answer(thread_id, call_id, decision)
+    return _as_answer(decision)
+
+
+def _as_elicitation_answer(thread_id: str, call_id: str, decision: dict[str, Any]) -> dict[str, Any]:
+    """An approve (`answer`: the fields as a JSON object; none takes the schema's defaults) or a
+    reject (decline), as the answer to an MCP server's question."""
+    if decision.get("decision") != "approve":
+        return {"action": "decline", "approver": decision.get("approver")}
+    try:
+        content = json.loads(decision["answer"]) if decision.get("answer") else {}
+    except json.JSONDecodeError as error:
+        content = error
+    if not isinstance(content, dict):
+        raise ApprovalRefused(thread_id, call_id, "the answer to a server's question must be a JSON object of its fields, "
+                                                  "e.g. --answer '{\"colour\": \"green\"}'")
+    return {"action": "accept", "content": content, "approver": decision.get("approver")}
+
+
 def _as_answer(decision: dict[str, Any]) -> dict[str, Any]:
     """An approve/reject decision, as the answer to an escalation (question, extension, review, plan)."""
     answer = {key: decision[key] for key in ("answer", "grant", "message", "approver") if decision.get(key) is not None}
@@ -367,6 +412,7 @@ def _waiting_for(interrupts: list[dict[str, Any]]) -> str:
     request = interrupts[0]["value"] if isinstance(interrupts[0]["value"], dict) else {}
     return {
         "ask_user": request.get("code", Terminal.MISSING_INFO),
+        "elicitation": Terminal.MISSING_INFO,
         "review": Terminal.REVIEW_REQUIRED,
         "budget_extension": (request.get("ending") or {}).get("code", Terminal.BUDGET_EXHAUSTED),
     }.get(request.get("type"), Terminal.CONFIRM_REQUIRED)

@@ -20,6 +20,7 @@ from langgraph.config import get_config
 from psycopg_pool import AsyncConnectionPool
 
 from checkpoints.lease import LeaseHolder
+from graph.stops import Stops
 from tools import oauth, pinning
 from tools.bridge import MCPBridge
 from tools.config import load_servers
@@ -72,6 +73,8 @@ class Services:
         self._bridge_locks: dict[str, asyncio.Lock] = {}
         self._write_locks: dict[str, asyncio.Lock] = {}
         self._drives: dict[str, tuple[asyncio.Lock, int]] = {}
+        self.stops = Stops()
+        """Where a drive the Runner cancels may stop (graph/stops.py); every node passes through it."""
         self.graph_version = ""
         """Hash of the compiled graph's nodes and edges (graph.trace.graph_version), set by build_graph."""
 

@@ -145,6 +145,15 @@ class RunSettings(BaseModel):
     """No human available: every `ask` decision becomes `deny`, so the run never waits."""
     prices: dict[str, tuple[float, float]] = Field(default_factory=dict)
     """Extra model prices, USD per million tokens: {"model": [input, output]}."""
+    model_apis: dict[str, Literal["chat_completions", "responses"]] = Field(default_factory=dict)
+    """The OpenAI API each model is called through, e.g. {"gpt-4.1": "responses"}; models not named
+    use Chat Completions. Hosted tools need `responses`."""
+    hosted_tools: dict[str, Any] | str | None = None
+    """Provider-hosted tools (web search, code interpreter, file search, provider-side MCP connectors):
+    the absolute path of a file, or the `{"hostedTools": {...}}` document itself, whose `headers` and
+    `authorization` values must be `${VAR}` references (tools/hosted.py)."""
+    tool_prices: dict[str, float] = Field(default_factory=dict)
+    """Extra hosted tool call prices, USD per call, by provider item type: {"web_search_call": 0.01}."""
     approval_timeout_s: float | None = Field(default=None, ge=0, allow_inf_nan=False)
     """Seconds a tool approval may wait; a decision after that counts as a rejection. None: no expiry."""
     count_wait_time: bool = False
@@ -170,6 +179,12 @@ class RunSettings(BaseModel):
     """Send a result to review when an irreversible side effect ran that no human approved (seed 000 §15.12.3)."""
     judge_samples: int = Field(default=1, ge=1, le=9)
     """Judge verdicts asked per verification; above 1 the majority decides and their agreement is a confidence signal."""
+    repair_stall_window: int = Field(default=2, ge=0)
+    """Repair iterations without a better quality score after which repairing stops as stalled (seed 000 §15.2):
+    the strategy escalates to a re-plan once, then the run ends (or a human reviews) keeping the best output. 0: off."""
+    goal_check_every: int = Field(default=10, ge=0)
+    """Actor turns between goal checks: a window of that many turns with no new verified observation, no plan
+    step done and no better repair score ends the run REPEATED_FAILURE instead of spending the budget. 0: off."""
 
     @field_validator("servers")
     @classmethod
@@ -184,6 +199,25 @@ class RunSettings(BaseModel):
                 "variable, or put the servers in a file and pass its path (--servers FILE)"
             )
         return servers
+
+    @field_validator("hosted_tools")
+    @classmethod
+    def _hosted_hold_no_secret(cls, declared: dict[str, Any] | str | None) -> dict[str, Any] | str | None:
+        from tools import hosted
+
+        if isinstance(declared, str) and not Path(declared).is_absolute():
+            raise ValueError(f"hosted tools file {declared!r} is not an absolute path; the run may resume in another directory, so give the full path")
+        if isinstance(declared, dict) and (literal := hosted.literal_secrets(declared)):
+            raise ValueError(f"{literal[0]} is a literal value; settings are checkpointed, so write it as a reference to an "
+                             "environment variable (e.g. \"Bearer ${TOKEN}\") and export that variable")
+        return declared
+
+    @field_validator("tool_prices")
+    @classmethod
+    def _prices_are_prices(cls, prices: dict[str, float]) -> dict[str, float]:
+        if bad := [name for name, value in prices.items() if not math.isfinite(value) or value < 0]:
+            raise ValueError(f"tool_prices[{bad[0]!r}] is not a price; give USD per call, 0 or more")
+        return prices
 
 
 class RunInput(BaseModel):

@@ -4,7 +4,7 @@ registry current.
 Each node writes its events in one statement when it settles (a tool task — one call sent by a
 guard — writes a `call` event; the phases write `node` events): the node event (step, the verified
 checkpoint it started from, the budget vector it spent and the run's total after it, the tool
-decisions or calls it made, validation results, escalations, the terminal code) plus, at intake,
+decisions or calls it made, validation results, re-plans with their cause, escalations, the terminal code) plus, at intake,
 the run header: user scope, goal, autonomy-boundary version, workflow-graph version, model and
 prompt versions per role, tool registry version. An interrupt writes an `interrupt` event with the
 request. The trace is append-only, and read-only once the run closed (checkpoints/schema.py);
@@ -110,6 +110,8 @@ def node_events(services: Services, node: str, state: dict[str, Any], update: di
         event["tool_calls"] = calls
     if validation := _validation(node, update):
         event["validation"] = validation
+    if replan := _replan(node, state, update):
+        event["replan"] = replan
     if escalation := _escalation(node, state, update):
         event["escalation"] = escalation
         langsmith_trace.event(escalation["type"], secrets.redact(escalation))
@@ -128,13 +130,19 @@ def _header(services: Services, state: dict[str, Any], update: dict[str, Any]) -
         "goal": update.get("task") or state.get("task"),
         "autonomy_boundary_version": digest(boundary) if boundary else None,
         "policy_hash": boundary.get("policy_hash"),
-        "allowed": {key: boundary.get(key) for key in ("profile", "tools", "unattended")},
+        "allowed": {key: boundary.get(key) for key in ("profile", "tools", "unattended")} | _hosted_offers(boundary),
         "workflow_graph_version": services.graph_version,
         "model_versions": {role: model for role in ROLES},
         "prompt_template_versions": prompt_versions(),
         "tool_registry_version": (update.get("tools") or {}).get("version"),
         "budget_limits": update.get("budget"),
     }
+
+
+def _hosted_offers(boundary: dict[str, Any]) -> dict[str, Any]:
+    """The provider-hosted tools offered, or not, and why (graph/hosted_tools.py): their permission decision."""
+    offers = [{key: entry.get(key) for key in ("name", "type", "offered", "decision", "rule", "tools")} for entry in boundary.get("hosted") or []]
+    return {"hosted": offers} if offers else {}
 
 
 def _decisions(update: dict[str, Any]) -> list[dict[str, Any]]:
@@ -145,7 +153,7 @@ def _decisions(update: dict[str, Any]) -> list[dict[str, Any]]:
     decided = []
     for obs in update.get("observations", []):
         call = allowed.get(obs["call_id"])
-        decision = obs.get("status") if call is None else ("ask" if call.get("ask") else "allow")
+        decision = obs.get("decision") or obs.get("status") if call is None else ("ask" if call.get("ask") else "allow")
         decided.append({"call_id": obs["call_id"], "tool": obs.get("tool"), "server": obs.get("server"), "args_hash": obs.get("args_hash"),
                         "side_effect": obs.get("side_effect"), "rule": obs.get("rule"), "decision": decision})
     return decided
@@ -157,6 +165,7 @@ def _tool_calls(update: dict[str, Any]) -> list[dict[str, Any]]:
         {"name": obs.get("tool"), "server": obs.get("server"), "args_hash": obs.get("args_hash"), "request_id": obs["call_id"],
          "status": obs.get("status"), "observation_pointer": obs.get("pointer") or f"observation:{obs['call_id']}",
          "sha256": obs.get("sha256"), "side_effect": obs.get("side_effect"), "stage": obs.get("stage"), "ledger_key": obs.get("ledger_key")}
+        | ({"hosted": True} if obs.get("hosted") else {})
         for obs in update.get("observations", [])
         if obs.get("stage") in ("observed", "attempted")
     ]
@@ -171,8 +180,19 @@ def _validation(node: str, update: dict[str, Any]) -> dict[str, Any] | None:
                 "conflicts": verification.get("conflicts", [])}
     if node == "critique" and (critique := quality.get("critique")):
         passed = None if critique.get("unusable") else not critique.get("below_minimum")  # None: the critic gave no score
-        return {"check": "critique", "passed": passed, "weighted": critique.get("weighted")}
+        return {"check": "critique", "passed": passed, "weighted": critique.get("weighted"),
+                "quality_score": (quality.get("scores") or [{}])[-1].get("score")}
+    if node == "repair" and (update.get("usage") or {}).get("repairs") and quality.get("repairs"):
+        last = quality["repairs"][-1]
+        return {"check": "repair", "strategy": last["strategy"], "quality_score": last.get("score"),
+                "diagnosis": [{key: defect.get(key) for key in ("cause", "source", "location", "strategy")} for defect in last["diagnosis"]]}
     return None
+
+
+def _replan(node: str, state: dict[str, Any], update: dict[str, Any]) -> dict[str, Any] | None:
+    """The re-plan a plan node made (graph/replan.py): its cause, what it replaced and kept."""
+    before, after = (state.get("plan") or {}).get("revisions", []), (update.get("plan") or {}).get("revisions", [])
+    return after[-1] if node == "plan" and len(after) > len(before) else None
 
 
 def _escalation(node: str, state: dict[str, Any], update: dict[str, Any]) -> dict[str, Any] | None:

@@ -3,7 +3,8 @@
 A refusal at the gate, a failing tool, a judge that finds sources in conflict: none of these
 nodes decides that the run is over. Every edge asks `tripped(state)` first (guards.must_stop),
 and finalize writes the same ending. Pure functions of the checkpointed state, in order of
-severity: safety, permission, loops, conflicting sources.
+severity: safety, permission, loops, conflicting sources, and the periodic goal check
+(graph/goal_check.py: a block of actor turns with no progress).
 
 Loop detection is seed 002's rule: the same call ending the same way three times without
 progress (no verified call in between) is a loop — a refused `repeated_call`, the same
@@ -16,7 +17,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from graph import safety
+from graph import goal_check, safety
 from graph.status import Terminal, ending
 
 REPEAT_LIMIT = 3
@@ -25,7 +26,8 @@ NOT_A_LOOP = frozenset({"pending", "ok", "budget_exceeded", "cancelled", "unknow
 
 
 def tripped(state: dict[str, Any]) -> dict[str, Any] | None:
-    return safety.unsafe(state) or safety.permission_denied(state) or repeated_failure(state) or source_conflict(state)
+    return (safety.unsafe(state) or safety.permission_denied(state) or repeated_failure(state) or source_conflict(state)
+            or goal_check.no_progress(state))
 
 
 def repeated_failure(state: dict[str, Any]) -> dict[str, Any] | None:

@@ -26,7 +26,10 @@ async def roll_back(run_id: str, settings: dict[str, Any], services: Services, p
     effect sent but never answered (an INTENT without outcome) is listed for a person to check."""
     ledger = await store.run_ledger(await services.pool(), run_id)
     unanswered = [saga.unanswered(entry.call_id, qualified_name(entry.server, entry.tool)) for entry in reversed(ledger) if entry.status == "INTENT"]
-    entries = [entry for entry in ledger if entry.status == "COMPLETE"]
+    provider_run = [saga.provider_run(entry.call_id, qualified_name(entry.server, entry.tool), entry.result.get("arguments") or {})
+                    for entry in reversed(ledger) if entry.status == "COMPLETE" and _hosted(entry)]
+    unanswered += provider_run
+    entries = [entry for entry in ledger if entry.status == "COMPLETE" and not _hosted(entry)]
     if not entries:
         return unanswered
     registry = await services.registry(run_id, settings, pinned)
@@ -38,3 +41,8 @@ async def roll_back(run_id: str, settings: dict[str, Any], services: Services, p
     ]
     bridge = await services.bridge(run_id, settings)
     return unanswered + list(await saga.compensate(pinning.PinnedCalls(bridge, registry), effects, timeout_s=settings.get("tool_timeout_s", 30.0)))
+
+
+def _hosted(entry: store.LedgerEntry) -> bool:
+    """A side effect a provider-hosted tool made (graph/hosted_tools.py): nothing of ours can undo it."""
+    return isinstance(entry.result, dict) and bool(entry.result.get("hosted"))

@@ -7,23 +7,35 @@ from typing import Any
 
 from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
 
-from graph import compaction, memory, payload_tool
+from graph import compaction, hosted_tools, memory, payload_tool, schedule
+from graph.budget import add_usage
 from graph.models import NoReply, call_model
 from graph.prompts import ACTOR, SCHEMA_RULE, evidence_brief, task_brief
 from graph.services import Services, current_run_id
+from graph.status import Terminal, ending
+from tools.errors import ConfigError
 
 
 async def act(state: dict[str, Any], services: Services) -> dict[str, Any]:
     """One actor turn. The brief (task, plan progress, evidence) is rebuilt each turn, not stored."""
     registry = await services.registry(current_run_id(), state["settings"], state.get("tools"))
     request, tools = actor_request(state, [spec.for_model() for spec in registry.specs()])
+    try:
+        offered, options = hosted_tools.offer(state)
+    except ConfigError as error:  # a hosted tool's `${VAR}` is not set in this process
+        stop = ending(Terminal.UNAVAILABLE_DEP, str(error), f"Export it, then continue with `boundloop resume {current_run_id()}`.",
+                      dependency="hosted_tools", resume_to="act")
+        return {"ending": stop, "status": {"phase": "act"}}
+    tools = [*tools, *offered]
     if measured := compaction.pressure(state, request, tools):  # the context pressure gate: compact first
         return {"context": measured, "status": {"phase": "act"}}
     try:
-        reply, update = await call_model(state, services, "actor", request, tools=tools)
+        reply, update = await call_model(state, services, "actor", request, tools=tools, options=options)
     except NoReply as stopped:
         return {**stopped.update, "status": {"phase": "act"}}
-    return {**update, "messages": [reply], "status": {"phase": "act"}}
+    reported = await hosted_tools.observe_reply(state, services, reply)  # calls the provider already made
+    usage = add_usage(update["usage"], reported.pop("usage", None))
+    return {**update, **reported, "usage": usage, "messages": [reply], "status": {"phase": "act"}}
 
 
 def actor_request(state: dict[str, Any], tools: list[dict[str, Any]]) -> tuple[list[BaseMessage], list[dict[str, Any]]]:
@@ -39,10 +51,25 @@ def actor_request(state: dict[str, Any], tools: list[dict[str, Any]]) -> tuple[l
 
 
 def _brief(state: dict[str, Any]) -> str:
-    steps = (state.get("plan") or {}).get("steps", [])
-    plan_lines = [f"- [{step['status']}] {step['id']}: {step['description']}" for step in steps]
     evidence = [obs for obs in state.get("observations", []) if obs.get("phase") == "retrieve"]
     return "\n\n".join(
-        [task_brief({**state["task"], "clarifications": state.get("clarifications", [])}), "Plan:\n" + ("\n".join(plan_lines) or "(none)"), "Evidence:\n" + evidence_brief(evidence)]
+        [task_brief({**state["task"], "clarifications": state.get("clarifications", [])}), "Plan:\n" + plan_brief(state.get("plan") or {}), "Evidence:\n" + evidence_brief(evidence)]
         + (["Memories:\n" + memory.brief(state["memories"])] if state.get("memories") else [])
     )
+
+
+def plan_brief(plan: dict[str, Any]) -> str:
+    """The plan as the actor reads it: each step's status and what it waits for, the ready set, the
+    latest re-plan. A call for a step that waits is refused, so the ready set is what to work on."""
+    steps = plan.get("steps", [])
+    if not steps:
+        return "(none)"
+    lines = []
+    for step in steps:
+        waits = schedule.missing_dependencies(steps, step["id"])
+        lines.append(f"- [{step['status']}] {step['id']}: {step['description']}" + (f" (waits for {', '.join(waits)})" if waits else ""))
+    lines.append("Ready now: " + (", ".join(schedule.ready_steps(steps)) or "none"))
+    if revisions := plan.get("revisions"):
+        last = revisions[-1]
+        lines.append(f"Re-planned after {last['cause']} ({last['reason']}): done steps stay done; do not repeat their calls.")
+    return "\n".join(lines)

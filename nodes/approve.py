@@ -21,6 +21,7 @@ from pydantic import BaseModel, ConfigDict
 
 from checkpoints import approvals
 from checkpoints.errors import ApprovalRefused
+from graph import hosted_tools
 from graph.budget import add_usage
 from graph.services import Services, current_run_id
 from nodes.execute import record_outcome
@@ -31,6 +32,7 @@ REJECTED = "rejected: a human declined {name}: {message}"
 EXPIRED = "approval for {name} expired before a decision; treated as a rejection"
 EDIT_INVALID = "invalid_arguments: the edited arguments for {name} are invalid: {problems}"
 EDIT_DENIED = "denied: the edited call to {name} is not permitted ({rule}: {reason})"
+HOSTED_ONLY = "{name} is run by the provider, which takes no {decision}: approve or reject it"
 MAX_ASKS = 3
 """Refused decisions before the call is taken as rejected (each refusal asks again)."""
 
@@ -66,7 +68,10 @@ async def approve(payload: dict[str, Any], services: Services) -> dict[str, Any]
                                      args_hash=call["args_hash"], expires_at=call.get("expires_at"), payload=request)
     decision, recorded = await _decision(request, call, pool, run_id, payload["settings"].get("user"))
     record: dict[str, Any] = {"call_id": call["call_id"], "decision": decision.decision, "approver": decision.approver, "run": False}
-    if decision.decision == "approve":
+    if call.get("hosted"):  # the provider runs it: our answer is an approval response, never a dispatch
+        message = None if decision.decision == "approve" else decision.message or REJECTED.format(name=call["name"], message="no reason given")
+        update = hosted_tools.answer_decision(call, decision.decision == "approve", message, decision.approver)
+    elif decision.decision == "approve":
         update, record["run"] = _reserved(call), True
     elif decision.decision == "edit":
         update, edited = await _check_edit(call, decision.args or {}, payload, services)
@@ -107,6 +112,8 @@ async def _decision(request: dict[str, Any], call: dict[str, Any], pool: Any, ru
 
 
 def _binding_problem(decision: ApprovalDecision, call: dict[str, Any]) -> str | None:
+    if call.get("hosted") and decision.decision in ("edit", "respond"):
+        return HOSTED_ONLY.format(decision=decision.decision, name=call["name"])
     if decision.call_id is not None and decision.call_id != call["call_id"]:
         return f"the decision names call {decision.call_id}, the request is for {call['call_id']}"
     if decision.args_hash is not None and decision.args_hash != call["args_hash"]:
@@ -144,6 +151,7 @@ def _request(call: dict[str, Any], payload: dict[str, Any]) -> dict[str, Any]:
         "reason": call.get("reason"),
         "side_effect": call.get("side_effect"),
         "reversibility": call.get("reversibility"),
+        **({"hosted": True} if call.get("hosted") else {}),
         "expires_at": call.get("expires_at"),
         "budget_used": {key: payload.get("usage", {}).get(key) for key in ("model_turns", "tool_calls", "cost_usd", "wall_clock_s")},
     }

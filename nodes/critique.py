@@ -6,7 +6,7 @@ judge) gave no usable reply even when asked again and nobody else found the outp
 unattended run then ends UNAVAILABLE_DEP naming the role, and keeps its work.
 
 The critic sees the task, the output, the evidence and the verifier's findings — never the
-actor's messages. Its verdict passes only when every dimension meets its minimum (an L∞ gate:
+actor's messages. It names a root-cause class per defect (graph/diagnosis.py). Its verdict passes only when every dimension meets its minimum (an L∞ gate:
 no dimension may be traded for another), and verification passed too.
 """
 
@@ -17,7 +17,9 @@ from typing import Any
 from langchain_core.messages import HumanMessage, SystemMessage
 from pydantic import BaseModel, Field
 
+from graph import convergence
 from graph.budget import Budget
+from graph.diagnosis import RootCause
 from graph.models import NoReply, ask_for, unusable_reply_ending
 from graph.prompts import CRITIC, evidence_brief, task_brief
 from graph.services import Services
@@ -42,6 +44,9 @@ class Defect(BaseModel):
     location: str = ""
     problem: str
     repair_hint: str = ""
+    root_cause: RootCause | None = None
+    """One of seed 000's classes; a name outside them makes the reply unusable (asked again). Absent:
+    the repair classifies the defect by the rubric dimension it hurts most."""
 
 
 UNSCORED = {"passed": False, "weighted": 0.0, "scores": {}, "below_minimum": [], "defects": []}
@@ -72,13 +77,19 @@ async def critique(state: dict[str, Any], services: Services) -> dict[str, Any]:
     update["status"] = {"phase": "critique"}
     if parsed is not None:
         quality["critique"] = score(parsed, verification.get("passed", False))
-        return {**update, "quality": quality}
+        return {**update, "quality": _measured(quality, state)}
     found_wrong = not verification.get("passed", False) and not verification.get("undecided")
     quality["critique"] = {**UNSCORED, "disagree": not found_wrong, "unusable": f"critic {problem}"}
     if not found_wrong and not can_ask_a_human(state):
         return {**update, "quality": quality, "ending": unusable_reply_ending("critic", problem)}
     # Found wrong by the verifier: its failures drive the repair. Otherwise a human reviews it.
-    return {**update, "quality": quality}
+    return {**update, "quality": _measured(quality, state)}
+
+
+def _measured(quality: dict[str, Any], state: dict[str, Any]) -> dict[str, Any]:
+    """The iteration's quality score recorded, for convergence control (graph/convergence.py)."""
+    usage = state.get("usage", {})
+    return convergence.record(quality, iteration=usage.get("repairs", 0), turn=usage.get("calls_by_role", {}).get("actor", 0))
 
 
 def can_ask_a_human(state: dict[str, Any]) -> bool:

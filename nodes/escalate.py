@@ -1,5 +1,5 @@
 """escalate: stop and ask a human — for missing information, a budget extension, a result
-review, or plan approval — then continue from where the run stopped, or end it if they decline.
+review, a review of repairs that ran out, or plan approval — then continue from where the run stopped, or end it if they decline.
 
 The same interrupt mechanism as tool approvals: one `interrupt()` with a typed response schema,
 the request recorded (so `boundloop pending` lists it) and the answer recorded once. The request
@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
+from langchain_core.messages import HumanMessage
 from langgraph.types import interrupt
 from pydantic import BaseModel, ConfigDict
 
@@ -19,7 +20,7 @@ from graph.budget import Budget, check_before_model_call, check_before_step
 from graph.services import Services, current_run_id
 from graph.status import Terminal, ending
 
-Kind = Literal["plan_approval", "ask_user", "budget_extension", "review", "disagreement"]
+Kind = Literal["plan_approval", "ask_user", "budget_extension", "review", "disagreement", "repair_review"]
 
 
 class EscalationAnswer(BaseModel):
@@ -32,7 +33,8 @@ class EscalationAnswer(BaseModel):
     answer: str | None = None
     """ask_user: the missing information or the clarification; empty to stop the run."""
     grant: dict[str, float | int | None] | None = None
-    """budget_extension: new limits, e.g. {"tool_calls": 60}; empty or absent to stop the run."""
+    """budget_extension: new limits, e.g. {"tool_calls": 60}; empty or absent to stop the run. A review of
+    exhausted repairs: new limits (e.g. {"repairs": 4}) to repair again, with `message` as guidance."""
     message: str | None = None
     """Why (a rejection or a stop); the planner or the record reads it."""
     approver: str | None = None
@@ -62,6 +64,8 @@ def _request(state: dict[str, Any]) -> tuple[Kind, dict[str, Any]]:
             return "plan_approval", {"type": "plan_approval", "steps": state["plan"]["steps"]}
         stopping = ending(exhaustion.code, exhaustion.message, exhaustion.next_safe_action, dimension=exhaustion.dimension)
     code = stopping["code"]
+    if stopping.get("escalation") == "repair_review":
+        return "repair_review", _repair_review(state["quality"], stopping)
     if code in (Terminal.MISSING_INFO, Terminal.AMBIGUOUS_INTENT):
         return "ask_user", {"type": "ask_user", "code": code, "question": stopping["reason"]}
     if code == Terminal.REVIEW_REQUIRED:
@@ -81,6 +85,15 @@ def _disagreement(quality: dict[str, Any]) -> dict[str, Any]:
         critic = f"gave no usable reply ({critique['unusable']})"
     return {"type": "review", "output": verification["output"], "confidence": critique["weighted"],
             "reason": f"the verifier and the critic disagree: verifier {verifier}; critic {critic}"}
+
+
+def _repair_review(quality: dict[str, Any], stopping: dict[str, Any]) -> dict[str, Any]:
+    """Repairs ran out: show the best output with the last diagnosis; a human accepts it, grants more
+    repairs, or lets the ending stand."""
+    best = quality.get("best") or {}
+    last = (quality.get("repairs") or [{}])[-1]
+    return {"type": "review", "reason": stopping["reason"], "output": best.get("output", quality.get("verification", {}).get("output")),
+            "confidence": best.get("score"), "diagnosis": last.get("diagnosis", []), "ending": stopping}
 
 
 def _exhaustion(state: dict[str, Any]) -> Any:
@@ -107,7 +120,8 @@ def _extend_budget(state: dict[str, Any], request: dict[str, Any], answer: Escal
     if not answer.grant:
         return {"ending": request["ending"]}  # declined: the exhaustion ends the run
     budget = Budget.model_validate({**state["budget"], **answer.grant})
-    resume_to = "act" if (state.get("plan") or {}).get("valid") else "plan"
+    plan = state.get("plan") or {}
+    resume_to = "act" if plan.get("valid") and not plan.get("replan") else "plan"  # a stuck step's re-plan goes ahead
     return {"budget": budget.model_dump(mode="json"), "ending": None, "resume_to": resume_to}
 
 
@@ -132,8 +146,27 @@ def _settle_disagreement(state: dict[str, Any], request: dict[str, Any], answer:
     return {"quality": quality, "resume_to": "repair"}
 
 
+def _settle_repair(state: dict[str, Any], request: dict[str, Any], answer: EscalationAnswer) -> dict[str, Any]:
+    """Accepted: commit the best output. Granted: repair again, the strategy ladder, stall window and
+    repeat count starting afresh, with the human's message for the actor. Otherwise the ending stands."""
+    quality = dict(state["quality"])
+    if answer.accept:
+        quality["accepted_by"] = answer.approver or "a reviewer"
+        quality["verification"] = {**quality.get("verification", {}), "output": request.get("output") or ""}
+        return {"quality": quality, "ending": None, "resume_to": "commit"}
+    if answer.grant:
+        quality["fresh_from"] = {"repairs": len(quality.get("repairs", [])), "scores": len(quality.get("scores", [])),
+                                 "signatures": len(quality.get("failure_signatures", []))}
+        quality.pop("stall_replanned", None)
+        budget = Budget.model_validate({**state["budget"], **answer.grant})
+        guidance = [HumanMessage(f"A human reviewer says: {answer.message}")] if answer.message else []
+        return {"quality": quality, "budget": budget.model_dump(mode="json"), "ending": None, "messages": guidance, "resume_to": "act"}
+    who = answer.approver or "a reviewer"
+    return {"ending": {**request["ending"], "reason": f"{request['ending']['reason']}; {who} declined: {answer.message or 'no reason given'}"}}
+
+
 APPLY = {"plan_approval": _approve_plan, "ask_user": _answer_question, "budget_extension": _extend_budget, "review": _review,
-         "disagreement": _settle_disagreement}
+         "disagreement": _settle_disagreement, "repair_review": _settle_repair}
 
 
 async def _record(pool: Any, run_id: str, call_id: str, answer: EscalationAnswer) -> None:

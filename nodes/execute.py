@@ -3,9 +3,12 @@
 Because every call is its own task, one call's failure or interrupt never re-runs a sibling.
 Reads run freely in parallel. Side-effecting calls go one at a time (the run's write lock) and
 through the write-ahead ledger, so a crash and resume never sends a completed call again.
+A server's question during the call stops the call and interrupts the run (graph/elicitation.py).
 Right before dispatch the policy is asked again on what the call reaches now: a symlink or a
 rename made since the gate (by an earlier call, another process, or during a long approval)
-cannot carry the call into a denied resource.
+cannot carry the call into a denied resource. A call held for a later wave of its turn (it serves a
+step whose dependency an earlier wave served, graph/schedule.py) is checked once more: if that
+dependency is still not done, the call is refused unsent and its reserved budget handed back.
 """
 
 from __future__ import annotations
@@ -17,7 +20,8 @@ from typing import Any
 
 from langchain_core.messages import ToolMessage
 
-from graph import deadline, mcp_scope
+from graph import deadline, elicitation, mcp_scope
+from graph.budget import add_usage, tool_call_reservation
 from graph.services import Services, current_run_id
 from tools import client_features, dispatch, gateway, ledger, pinning
 from tools.outcome import CallOutcome
@@ -43,6 +47,8 @@ async def run_call(call: dict[str, Any], payload: dict[str, Any], services: Serv
     started = time.time()  # before the servers start: a lazy start is wall time the run spends
     run_id = current_run_id()
     settings = payload["settings"]
+    if unmet := payload.get("unmet"):
+        return await _refuse_unmet(call, unmet, settings, services, started)
     if deadline.passed():  # e.g. an approval whose wait was charged: nothing is sent, nothing is unknown
         return await record_outcome(call, CallOutcome("budget_exceeded", text=OUT_OF_TIME, detail=OUT_OF_TIME), settings, services, started=started, phase=phase)
     bridge = await services.bridge(run_id, settings)
@@ -60,19 +66,41 @@ async def run_call(call: dict[str, Any], payload: dict[str, Any], services: Serv
         )
 
     scope = mcp_scope.for_call(call, payload, services)  # what the server may ask of the run meanwhile
-    with client_features.calling(scope):
+    key = ledger.idempotency_key(run_id, call.get("step_id"), call["call_id"], call["args_hash"]) if call.get("side_effect") else None
+
+    async def send_once() -> CallOutcome:
         if refusal := await pinning.changed(bridge, spec):
-            outcome = refusal
-        elif not call.get("side_effect"):
-            outcome = await send(call["args"])
-        else:
-            key = ledger.idempotency_key(run_id, call.get("step_id"), call["call_id"], call["args_hash"])
-            async with services.write_lock(run_id):
-                outcome = await ledger.run_once(
-                    await services.pool(), key=key, run_id=run_id, call=call, spec=spec, step_id=call.get("step_id"), send=send
-                )
+            return refusal
+        if key is None:
+            return await send(call["args"])
+        async with services.write_lock(run_id):
+            return await ledger.run_once(await services.pool(), key=key, run_id=run_id, call=call, spec=spec, step_id=call.get("step_id"),
+                                         send=send, answered=frozenset(scope.answers))
+
+    pool = await services.pool()
+    questions = elicitation.Questions(call, scope, pool, run_id, user=settings.get("user"),
+                                      repeats_blindly=key is not None and not ledger.safe_to_repeat(spec))
+    with client_features.calling(scope):
+        while True:  # until the server has no question left unanswered; each new one interrupts the run
+            await questions.answer_recorded()
+            outcome = await client_features.until_question(scope, send_once())
+            if outcome is not None:
+                break
+            if key is not None:
+                await ledger.stop_for_question(pool, key, scope.question["key"])
+            await questions.record(phase)
     result = await record_outcome(call, outcome, settings, services, started=started, phase=phase)
     return await mcp_scope.settle(scope, result, services, phase=phase)
+
+
+async def _refuse_unmet(call: dict[str, Any], text: str, settings: dict[str, Any], services: Services, started: float) -> dict[str, Any]:
+    """Refuse a held call whose dependency did not get done: nothing sent, the gate's reservation refunded."""
+    update = await record_outcome(call, CallOutcome("dependency_unmet", text=text, detail=text), settings, services, started=started, phase="act")
+    update["observations"][0]["stage"] = "intended"
+    reserved = tool_call_reservation(tool=call["name"], server=call.get("server", ""), has_side_effect=bool(call.get("side_effect")))
+    refund = {key: ({name: -count for name, count in value.items()} if isinstance(value, dict) else -value) for key, value in reserved.items()}
+    update["usage"] = add_usage(update["usage"], refund)
+    return update
 
 
 async def record_outcome(

@@ -1,7 +1,8 @@
 """finalize: the only way to END. Writes exactly one terminal status and the terminal artifact.
 
 The artifact is the committed result with provenance (SUCCESS; PARTIAL_SUCCESS adds the
-unresolved steps), or a failure report with the diagnosis, the partial output and the next safe
+unresolved steps), or a failure report with the diagnosis, the partial output (when repairs gave
+up, the loop's best-scoring output, not merely the last; graph/convergence.py) and the next safe
 action, or a halt record. The ending is a node's, else a tripwire's (graph/tripwires.py), else a
 budget's. A quality or safety failure rolls the run's side effects back first
 (nodes/_rollback.py) and lists what needs a person; a safety ending also writes its evidence —
@@ -49,13 +50,16 @@ async def finalize(state: dict[str, Any], services: Services) -> dict[str, Any]:
 def failure_report(state: dict[str, Any], outcome: dict[str, Any]) -> dict[str, Any]:
     """The artifact of a run that did not succeed: a failure report, or a halt record for USER_CANCEL."""
     code = Terminal(outcome["code"])
+    # A repair loop that gave up keeps its best-scoring output; any other ending keeps the newest answer.
+    best = ((state.get("quality") or {}).get("best") or {}) if outcome.get("escalation") == "repair_review" else {}
     return {
         "kind": "halt" if code == Terminal.USER_CANCEL else "failure",
         "code": code.value,
         "reason": outcome["reason"],
         "next_safe_action": outcome.get("next_safe_action", ""),
         "diagnosis": (state.get("quality") or {}).get("verification", {}).get("failures", []),
-        "partial_output": (state.get("result") or {}).get("output") or final_answer(state),
+        "partial_output": (state.get("result") or {}).get("output") or best.get("output") or final_answer(state),
+        **({"best": {"iteration": best["iteration"], "score": best["score"]}} if best else {}),
         "side_effects": [obs["call_id"] for obs in state.get("observations", []) if obs.get("side_effect") and obs.get("status") == "ok"],
     }
 

@@ -1,10 +1,13 @@
 """gate: decide each tool call the actor proposed, before anything runs.
 
-Refused calls get their one result message here (unknown_tool, invalid_arguments, denied,
-budget_exceeded, circuit_open, repeated_call) — so do calls whose arguments were not even JSON
-(LangChain's `invalid_tool_calls`); calls that need a human go to approve. Admitted and asked
-calls alike are planned into dispatch waves in the order the model proposed them, so an approved
-write never runs before an earlier admitted one. Never dispatches a call itself.
+Each call is first tied to the plan step it serves (graph/schedule.py): a call whose step waits
+for a step that is not done, and not served earlier in this turn, is refused (dependency_unmet)
+before the gateway sees it — no budget, breaker or ledger effect. Refused calls get their one
+result message here (dependency_unmet, unknown_tool, invalid_arguments, denied, budget_exceeded,
+circuit_open, repeated_call) — so do calls whose arguments were not even JSON (LangChain's
+`invalid_tool_calls`); calls that need a human go to approve. Admitted and asked calls alike are
+planned into dispatch waves: by their dependencies, then in the order the model proposed them,
+so an approved write never runs before an earlier admitted one. Never dispatches a call itself.
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ from typing import Any
 
 from langchain_core.messages import AIMessage, ToolMessage
 
-from graph import payload_tool
+from graph import hosted_tools, payload_tool, schedule
 from graph.budget import Budget, add_usage
 from graph.services import Services, current_run_id
 from graph.status import Terminal, ending
@@ -34,6 +37,11 @@ async def gate(state: dict[str, Any], services: Services) -> dict[str, Any]:
     proposed, builtin = payload_tool.split(proposed)  # the harness's own read-only tool: answered here, not by the gateway
     budget = Budget.model_validate(state["budget"])
     registry = await services.registry(current_run_id(), state["settings"], state.get("tools"))
+    steps = (state.get("plan") or {}).get("steps", [])
+    bindings = dict(zip((call.call_id for call in proposed), schedule.bind(steps, [
+        (call.name, call.args, bool((spec := registry.get(call.name)) and spec.hints.read_only)) for call in proposed])))
+    blocked = [call for call in proposed if bindings[call.call_id].missing]
+    proposed = [call for call in proposed if call not in blocked]
     admissions = await gateway.admit_all(
         proposed,
         registry=registry,
@@ -44,14 +52,17 @@ async def gate(state: dict[str, Any], services: Services) -> dict[str, Any]:
         now=time.time(),
     )
     admissions += [_malformed(call, registry.get(call.name)) for call in _unparsed(reply, turn)]
-    messages, observations, planned, asks = [], [], [], []
+    messages, observations = _refuse_unmet(blocked, bindings, steps, registry)
+    planned, asks = [], []
     usage: dict[str, Any] = {}
     stopping = None
-    steps = (state.get("plan") or {}).get("steps", [])
+    parallel = {step["id"]: step.get("parallel", True) for step in steps}
     timeout_s = state["settings"].get("approval_timeout_s")
     expires_at = time.time() + timeout_s if timeout_s is not None else None
     for admission in admissions:
-        call = {**admission.call, "step_id": _step_for(steps, admission.call["name"])}
+        binding = bindings.get(admission.call["call_id"], schedule.Binding(None))
+        solo = not admission.call.get("read_only") or not parallel.get(binding.step_id, True)
+        call = {**admission.call, "step_id": binding.step_id, "level": binding.level, "solo": solo}
         observations.append({**_observation(call), "stage": "intended", "status": "pending"})
         if admission.verdict == "admit":
             planned.append(call)
@@ -67,17 +78,34 @@ async def gate(state: dict[str, Any], services: Services) -> dict[str, Any]:
                                   dimension=admission.exhaustion.dimension)
     fetched = await payload_tool.answer(state, services, builtin) if builtin else {"messages": [], "observations": [], "usage": {}}
     messages, observations, usage = fetched["messages"] + messages, fetched["observations"] + observations, add_usage(usage, fetched["usage"])
+    if hosted_tools.approval_requests(reply):  # a provider-side connector asks before it runs a tool
+        answered = hosted_tools.admit_requests(state, reply, turn, add_usage(state["usage"], usage))
+        messages, observations, asks = messages + answered["messages"], observations + answered["observations"], asks + answered["asks"]
+        usage, stopping = add_usage(usage, answered["usage"]), stopping or answered.get("ending")
     update: dict[str, Any] = {
         "messages": messages,
         "observations": observations,
         "usage": usage,
-        "dispatch": gateway.waves(planned, budget.parallel_calls),
+        "dispatch": schedule.waves(planned, budget.parallel_calls),
         "approvals": asks,
         "status": {"phase": "gate"},
     }
     if stopping:
         update["ending"] = stopping
     return update
+
+
+def _refuse_unmet(calls: list[gateway.ProposedCall], bindings: dict[str, schedule.Binding], steps: list[dict[str, Any]],
+                  registry: Any) -> tuple[list[ToolMessage], list[dict[str, Any]]]:
+    """The one result and the `intended` observation of each call held back by an unmet dependency."""
+    messages, observations = [], []
+    for call in calls:
+        binding = bindings[call.call_id]
+        text = schedule.refusal(steps, call.name, binding.step_id, binding.missing)
+        messages.append(ToolMessage(text, tool_call_id=call.tool_call_id, name=call.name, status="error"))
+        described = gateway.describe(call, registry.get(call.name))
+        observations.append({**_observation(described), "step_id": binding.step_id, "stage": "intended", "status": "dependency_unmet", "detail": text})
+    return messages, observations
 
 
 def _unparsed(reply: AIMessage, turn: int) -> list[gateway.ProposedCall]:
@@ -97,11 +125,6 @@ def _malformed(call: gateway.ProposedCall, spec: Any) -> gateway.Admission:
         error = f"{getattr(problem, 'msg', problem)} at line {getattr(problem, 'lineno', 1)} column {getattr(problem, 'colno', 1)}"
     text = MALFORMED.format(name=call.name or "(no name)", error=error, raw=str(call.args)[:200])
     return gateway.Admission("invalid_arguments", gateway.describe(call, spec), text)
-
-
-def _step_for(steps: list[dict[str, Any]], tool: str) -> str | None:
-    """The plan step a call serves: the first pending step that expects its tool."""
-    return next((step["id"] for step in steps if step["status"] == "pending" and tool in step.get("tools", [])), None)
 
 
 def _last_ai(state: dict[str, Any]) -> AIMessage:

@@ -13,14 +13,17 @@ from pydantic import BaseModel, ValidationError
 from graph import memory
 from graph.budget import Exhaustion, empty_usage
 from graph.errors import BoundloopError, SettingsMissing
-from graph.models import model_id, price_of
+from graph.models import api_of, model_id, price_of
 from graph.profiles import budget_for
 from graph.prompts import PROMPT_VERSION
 from graph.services import Services, current_run_id
 from graph.status import Terminal, ending
 from graph.task import RunSettings, Task
-from tools import gateway, pinning
-from tools.errors import PolicyError
+from tools import gateway, hosted, pinning
+from tools.errors import ConfigError, PolicyError
+
+NEEDS_RESPONSES = ("hosted tools need the Responses API, but model {model!r} is called through {api}; "
+                   "set \"model_apis\": {{\"{model}\": \"responses\"}} in the settings (CLI: in the --config file)")
 
 
 async def intake(state: dict[str, Any], runtime: Runtime[RunSettings], services: Services) -> dict[str, Any]:
@@ -48,6 +51,13 @@ async def intake(state: dict[str, Any], runtime: Runtime[RunSettings], services:
         policy = gateway.run_policy(settings_json, task.profile)
     except PolicyError as error:
         return _refuse(Terminal.VALIDATION_FAIL, str(error), "Fix the policy rules and run again.", settings_json)
+    try:
+        offered = hosted.offering(hosted.load(settings.hosted_tools), policy)
+    except ConfigError as error:
+        return _refuse(Terminal.VALIDATION_FAIL, str(error), "Fix the hosted tools and run again.", settings_json)
+    if offered and api_of(settings_json) != "responses":
+        return _refuse(Terminal.VALIDATION_FAIL, NEEDS_RESPONSES.format(model=settings.model, api=api_of(settings_json)),
+                       "Choose a Responses-API model for the run, or drop the hosted tools.", settings_json)
     update: dict[str, Any] = {
         "task": task.model_dump(mode="json"),
         "settings": settings_json,
@@ -61,6 +71,7 @@ async def intake(state: dict[str, Any], runtime: Runtime[RunSettings], services:
             "tools": registry.names(),
             "tool_registry_version": pinned["version"],
             "model": model,
+            "hosted": offered,
             "prompt_version": PROMPT_VERSION,
             "task_hash": task.content_hash(),
         },

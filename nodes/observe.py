@@ -3,8 +3,10 @@
 An `ok` observation is promoted to `verified` only when its post-condition holds where the tool
 allows one (tools/postconditions.py: the checksum of the file written, the id and data of the
 record created, read from the result the ledger kept); anything else stays where it is, with its
-code. Each call is bound to the plan step it serves (graph/plan.py), and a step is done only when
-a call made for it is verified; a failed call marks its step failed. Results that carry
+code. Each call counts for the plan step the gate bound it to (graph/schedule.py), and a step is
+done only when a call made for it is verified; a failed call marks its step failed, and a step
+whose calls keep failing asks for a targeted re-plan (graph/replan.py) — or, with no re-plan left,
+ends the run BUDGET_EXHAUSTED on `replans`. Results that carry
 instructions for the agent are flagged with their cues for the safety breaker (graph/safety.py).
 Also settles the breakers (repeated calls, circuits) and the wave's wall-clock time, and sends a
 call whose outcome a crash made unknown to human review.
@@ -18,6 +20,8 @@ from langchain_core.messages import ToolMessage
 
 from checkpoints import store
 from graph import plan as plans
+from graph import replan
+from graph.budget import Budget
 from graph.safety import instruction_cues
 from graph.services import Services, current_run_id
 from graph.status import Terminal, ending
@@ -55,7 +59,7 @@ async def observe(state: dict[str, Any], services: Services) -> dict[str, Any]:
                 record["stage"] = "verified"
         if obs["status"] in TOOL_AUTHORED and obs["tool_call_id"] in texts:
             record["instructions"] = instruction_cues(texts[obs["tool_call_id"]])
-        if step_id := plans.step_for(steps, obs["tool"], args):
+        if step_id := _bound_step(steps, call, obs["tool"]):
             record["step_id"] = step_id
             steps = plans.record_call(steps, step_id, obs["tool"], obs["call_id"], problem)
         grounded.append(record)
@@ -70,6 +74,8 @@ async def observe(state: dict[str, Any], services: Services) -> dict[str, Any]:
     }
     if plan := state.get("plan"):
         update["plan"] = {**plan, "steps": steps}
+        if not plan.get("replan") and (failing := plans.stuck(steps)):
+            update.update(_ask_replan(state, update["plan"], failing))
     if unknown := [obs for obs in fresh if obs["status"] == "unknown_after_crash"]:
         update["ending"] = ending(
             Terminal.REVIEW_REQUIRED,
@@ -77,6 +83,26 @@ async def observe(state: dict[str, Any], services: Services) -> dict[str, Any]:
             "Check whether these calls took effect, then start a new run from the partial result.",
         )
     return update
+
+
+def _bound_step(steps: list[dict[str, Any]], call: dict[str, Any] | None, tool: str) -> str | None:
+    """The step the gate bound the call to, while the call (its arguments edited at approval, perhaps) still fits it."""
+    step_id = (call or {}).get("step_id")
+    step = next((step for step in steps if step["id"] == step_id), None)
+    return step_id if step is not None and plans.serves(step, tool, call["args"]) else None
+
+
+def _ask_replan(state: dict[str, Any], plan: dict[str, Any], failing: list[dict[str, Any]]) -> dict[str, Any]:
+    """Request a re-plan of the stuck steps and their dependents, or end the run when no re-plan is left."""
+    reason = "; ".join(f"step {step['id']} failed {step['failures']} times, last: {step['failure']}" for step in failing)
+    budget = Budget.model_validate(state["budget"])
+    used = state.get("usage", {}).get("replans", 0)
+    pending = replan.request("step_failed", reason, replan.affected(plan["steps"], {step["id"] for step in failing}))
+    if budget.replans is not None and used >= budget.replans:
+        return {"plan": {**plan, "replan": pending}, "ending": ending(
+            Terminal.BUDGET_EXHAUSTED, f"budget.replans exhausted: {used} of {budget.replans} used; {reason}",
+            f"Keep the partial result, or run again with more re-plans (--budget replans={used + 1}).", dimension="replans")}
+    return {"plan": {**plan, "replan": pending}}
 
 
 async def _postcondition(

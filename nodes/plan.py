@@ -1,4 +1,9 @@
-"""plan: ask the planner model for a structured plan (steps, dependencies, tools, done criteria)."""
+"""plan: ask the planner model for a structured plan (steps, dependencies, tools, done criteria).
+
+With a pending re-plan (graph/replan.py) the planner is asked to replace only the affected steps;
+the kept ones, done steps above all, are carried over untouched, and the re-plan is counted
+against `budget.replans` and logged in the plan's `revisions`.
+"""
 
 from __future__ import annotations
 
@@ -7,7 +12,7 @@ from typing import Any
 
 from langchain_core.messages import HumanMessage, SystemMessage
 
-from graph import memory
+from graph import memory, replan
 from graph.budget import Budget, remaining
 from graph.models import NoReply, call_model
 from graph.plan import PlanReply
@@ -20,24 +25,34 @@ async def plan(state: dict[str, Any], services: Services) -> dict[str, Any]:
     """Ask for a plan; a reply that is not a plan is kept as a validation error for the next try."""
     registry = await services.registry(current_run_id(), state["settings"], state.get("tools"))
     previous = state.get("plan") or {}
+    pending = previous.get("replan")
     request = [
         SystemMessage(PLANNER),
-        HumanMessage(_brief(state, registry.specs(), previous.get("errors") or [])),
+        HumanMessage(_brief(state, registry.specs(), previous)),
     ]
     try:
         reply, update = await call_model(state, services, "planner", request)
     except NoReply as stopped:
         return {**stopped.update, "status": {"phase": "plan"}}
-    parsed, problem = parse_reply(str(reply.content), PlanReply)
+    if pending:
+        update["usage"] = {**update.get("usage", {}), "replans": 1}
+    parsed, problem = parse_reply(str(reply.text), PlanReply)
     attempt = previous.get("attempts", 0) + 1
-    if parsed is None:
+    if parsed is None and pending:  # keep what stands and the re-plan asked for; validate_plan asks again
+        new_plan = {**previous, "attempts": attempt, "errors": [f"planner {problem}"], "valid": False}
+    elif parsed is None:
         new_plan = {"steps": [], "blocked": None, "attempts": attempt, "errors": [f"planner {problem}"]}
+    elif pending:
+        keep = replan.kept(previous["steps"], pending)
+        steps = replan.merge(keep, parsed.ordered_steps())
+        new_plan = {"steps": steps, "blocked": parsed.blocked and parsed.blocked.model_dump(mode="json"), "attempts": attempt,
+                    "errors": [], "revisions": [*previous.get("revisions", []), replan.revision(pending, keep, steps)]}
     else:
-        new_plan = {**parsed.model_dump(mode="json"), "attempts": attempt, "errors": []}
+        new_plan = {**parsed.model_dump(mode="json", exclude={"ordering"}), "steps": parsed.ordered_steps(), "attempts": attempt, "errors": []}
     return {**update, "plan": new_plan, "status": {"phase": "plan"}}
 
 
-def _brief(state: dict[str, Any], specs: list[Any], errors: list[str]) -> str:
+def _brief(state: dict[str, Any], specs: list[Any], previous: dict[str, Any]) -> str:
     budget = Budget.model_validate(state["budget"])
     tools = [
         {"name": spec.qualified_name, "read_only": spec.hints.read_only, "description": spec.description[:200]}
@@ -50,6 +65,8 @@ def _brief(state: dict[str, Any], specs: list[Any], errors: list[str]) -> str:
     ]
     if state.get("memories"):
         parts.append("Memories:\n" + memory.brief(state["memories"]))
-    if errors:
+    if pending := previous.get("replan"):
+        parts.append(replan.planner_brief(pending, previous.get("steps", [])))
+    elif errors := previous.get("errors"):
         parts.append("Your previous plan was rejected:\n" + "\n".join(f"- {error}" for error in errors))
     return "\n\n".join(parts)

@@ -1,9 +1,18 @@
-"""repair: turn the verifier's and critic's findings into feedback for the actor — within bounds.
+"""repair: diagnose the output's defects by root cause and pick the repair strategy — within bounds.
+
+Each defect is classified (graph/diagnosis.py) and the round takes the strongest strategy its
+defects need, raised one rung each time a class comes back. The actor receives the diagnosis as
+structured data (class, location, expected/actual, strategy), not prose. A REPLAN round asks the
+planner for a targeted re-plan (graph/replan.py) of the unfinished steps, done steps kept; a round
+that would need a HUMAN, or a re-plan with none left, stops repairing.
 
 A final answer given while a required plan step is not done comes here straight from act (the
-completion check, before any judge): the feedback is then the unfinished steps and why.
-Ends the run instead of spinning: when the repair budget is spent (VALIDATION_FAIL, with the
-diagnosis) or when the same failure has now been seen three times (REPEATED_FAILURE).
+completion check, before any judge): the defects are then the unfinished steps.
+
+Repairing stops, keeping the best-scoring output (graph/convergence.py), when the same failure has
+been seen three times (REPEATED_FAILURE), when the quality score stalls (after one re-plan), when
+the repair budget is spent, or when the ladder reaches HUMAN (VALIDATION_FAIL). Such an ending
+asks a human first when the run is attended (escalate's `repair_review`).
 """
 
 from __future__ import annotations
@@ -14,39 +23,91 @@ from typing import Any
 
 from langchain_core.messages import HumanMessage
 
+from graph import convergence, diagnosis, replan
 from graph.budget import Budget
 from graph.plan import describe_unfinished, unfinished
 from graph.services import Services
 from graph.status import Terminal, ending
 
 REPEAT_LIMIT = 3
-FEEDBACK = "Your answer did not pass review. Fix these problems, using tools where needed, then give a new final answer:\n{items}"
+FEEDBACK = "Your answer did not pass review. Repair strategy {strategy}: {instruction}\nDiagnosis (JSON):\n{diagnosis}"
+DIAGNOSIS_KEYS = ("cause", "location", "expected", "actual", "test", "problem", "hint", "strategy")
+"""The fields of a defect the actor sees, in order."""
 
 
 async def repair(state: dict[str, Any], services: Services) -> dict[str, Any]:
     quality = dict(state.get("quality") or {})
-    problems = describe_unfinished(unfinished((state.get("plan") or {}).get("steps", []))) or diagnosis(quality)
+    fresh = quality.get("fresh_from") or {}
+    steps = unfinished((state.get("plan") or {}).get("steps", []))
+    problems = describe_unfinished(steps) or lines(quality)
     signature = hashlib.sha256(json.dumps(sorted(problems)).encode()).hexdigest()[:16]
     signatures = [*quality.get("failure_signatures", []), signature]
     quality["failure_signatures"] = signatures
-    update: dict[str, Any] = {"quality": quality, "status": {"phase": "repair"}}
+    found = diagnosis.defects({}, {}, steps) if steps else diagnosis.defects(quality.get("verification", {}), quality.get("critique", {}), [])
+    planned, strategy = diagnosis.plan_round(found, quality.get("repairs", [])[fresh.get("repairs", 0):])
     budget = Budget.model_validate(state["budget"])
-    used = state["usage"].get("repairs", 0)
-    if signatures.count(signature) >= REPEAT_LIMIT:
-        update["ending"] = ending(Terminal.REPEATED_FAILURE, f"the same failure {REPEAT_LIMIT} times: " + "; ".join(problems),
-                                  "Change the approach or the task; repeating the same repair will not help.")
+    used, replans_left = state["usage"].get("repairs", 0), _left(budget.replans, state["usage"].get("replans", 0))
+    scores = quality.get("scores", [])[fresh.get("scores", 0):]
+    window = state["settings"].get("repair_stall_window", 2)
+    stalled = not steps and convergence.stalled(scores, window)
+    update: dict[str, Any] = {"quality": quality, "status": {"phase": "repair"}}
+    if signatures[fresh.get("signatures", 0):].count(signature) >= REPEAT_LIMIT:
+        update["ending"] = _stop(Terminal.REPEATED_FAILURE, f"the same failure {REPEAT_LIMIT} times: " + "; ".join(problems),
+                                 "Change the approach or the task; repeating the same repair will not help.")
+    elif stalled and (quality.get("stall_replanned") or not replans_left):
+        update["ending"] = _stop(Terminal.VALIDATION_FAIL, _stall_reason(scores, quality["best"], window),
+                                 "Review the best output kept in the report, or change the task or the approach.")
     elif budget.repairs is not None and used >= budget.repairs:
-        update["ending"] = ending(Terminal.VALIDATION_FAIL, f"output still fails after {used} repair(s): " + "; ".join(problems),
-                                  f"Review the partial output, or allow more repairs (--budget repairs={used + 1}).")
+        update["ending"] = _stop(Terminal.VALIDATION_FAIL, f"output still fails after {used} repair(s): " + "; ".join(problems),
+                                 f"Review the partial output, or allow more repairs (--budget repairs={used + 1}).")
     else:
-        quality["repairs"] = [*quality.get("repairs", []), {"signature": signature, "problems": problems}]
-        update["messages"] = [HumanMessage(FEEDBACK.format(items="\n".join(f"- {problem}" for problem in problems)))]
-        update["usage"] = {"repairs": 1}
+        if stalled:
+            strategy, quality["stall_replanned"] = "REPLAN", True  # stalled: escalate the strategy once before giving up
+        if strategy == "REPLAN" and not replans_left:
+            strategy = "HUMAN"
+        if strategy == "HUMAN":
+            causes = sorted({defect["cause"] for defect in planned if defect["strategy"] in ("REPLAN", "HUMAN")})
+            update["ending"] = _stop(Terminal.VALIDATION_FAIL, f"{', '.join(causes)} came back after every repair strategy: " + "; ".join(problems),
+                                     "Review the best output kept in the report, or change the task or the approach.")
+        else:
+            update.update(_repair_round(state, quality, planned, strategy, signature, problems))
     return update
 
 
-def diagnosis(quality: dict[str, Any]) -> list[str]:
-    """The verifier's failures and the critic's defects, as one list of actionable lines."""
+def _repair_round(state: dict[str, Any], quality: dict[str, Any], planned: list[dict[str, Any]], strategy: diagnosis.Strategy,
+                  signature: str, problems: list[str]) -> dict[str, Any]:
+    """One repair: the log entry, the structured feedback for the actor and, for REPLAN, the planner's errors."""
+    score = (quality.get("scores") or [{}])[-1].get("score")
+    quality["repairs"] = [*quality.get("repairs", []),
+                          {"signature": signature, "problems": problems, "diagnosis": planned, "strategy": strategy, "score": score}]
+    shown = [{key: defect[key] for key in DIAGNOSIS_KEYS if defect.get(key) is not None} for defect in planned]
+    feedback = FEEDBACK.format(strategy=strategy, instruction=diagnosis.INSTRUCTIONS[strategy], diagnosis=json.dumps(shown, indent=1))
+    update: dict[str, Any] = {"messages": [HumanMessage(feedback)], "usage": {"repairs": 1}}
+    if strategy == "REPLAN":
+        why = [f"the output failed review ({defect['cause']}): {defect['problem']}" for defect in planned]
+        current = state.get("plan") or {}
+        targets = replan.affected(current.get("steps", []), {step["id"] for step in unfinished(current.get("steps", []))})
+        update["plan"] = {**current, "valid": False, "errors": why, "replan": replan.request("verification", "; ".join(why), targets)}
+    return update
+
+
+def _stop(code: Terminal, reason: str, next_safe_action: str) -> dict[str, str]:
+    """A repair ending a human can still resolve when the run is attended (guards.stop → escalate)."""
+    return ending(code, reason, next_safe_action, escalation="repair_review")
+
+
+def _stall_reason(scores: list[dict[str, Any]], best: dict[str, Any], window: int) -> str:
+    trend = ", ".join(str(entry["score"]) for entry in scores)
+    return (f"repairs stalled: quality scores {trend}, no gain in the last {window} iterations; "
+            f"keeping the best output (iteration {best['iteration']}, score {best['score']})")
+
+
+def _left(limit: int | None, used: int) -> bool:
+    return limit is None or used < limit
+
+
+def lines(quality: dict[str, Any]) -> list[str]:
+    """The verifier's failures and the critic's defects, as one list of actionable lines (the repair log's `problems`)."""
     lines = [f"{failure['criterion']}: {failure['reason']}" for failure in quality.get("verification", {}).get("failures", [])]
     critique = quality.get("critique", {})
     lines += [f"{name} below its minimum ({critique.get('scores', {}).get(name)})" for name in critique.get("below_minimum", [])]

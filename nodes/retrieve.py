@@ -2,7 +2,8 @@
 
 Evidence calls pass the same gate as the actor's calls (a plan cannot smuggle a write in here:
 validate_plan already refused non-read-only evidence tools, and policy still decides each call).
-Their results are not part of the actor's conversation; the actor sees them in its brief.
+Their results are not part of the actor's conversation; the actor sees them in its brief. After a
+re-plan only the evidence steps not yet retrieved run (graph/plan.py `evidence_to_fetch`); the evidence kept stays.
 """
 
 from __future__ import annotations
@@ -12,16 +13,19 @@ import time
 from typing import Any
 
 from graph.budget import Budget, add_usage
+from graph.plan import evidence_to_fetch
 from graph.services import Services, current_run_id
 from nodes.execute import run_call
 from tools import gateway
 
 
 async def retrieve(state: dict[str, Any], services: Services) -> dict[str, Any]:
-    steps = [step for step in state["plan"]["steps"] if step.get("evidence")]
+    steps = evidence_to_fetch(state["plan"]["steps"], state.get("evidence"))
     budget = Budget.model_validate(state["budget"])
+    prefix = f"r{len(state['plan'].get('revisions', []))}" if state["plan"].get("revisions") else "r"  # call ids stay unique across re-plans
+    ids = {step["id"]: f"{prefix}.{step['id']}" for step in steps}
     proposed = [
-        gateway.ProposedCall(call_id=f"r.{step['id']}", tool_call_id=f"retrieve:{step['id']}", name=step["evidence"]["tool"], args=step["evidence"]["args"])
+        gateway.ProposedCall(call_id=ids[step["id"]], tool_call_id=f"retrieve:{ids[step['id']]}", name=step["evidence"]["tool"], args=step["evidence"]["args"])
         for step in steps
     ]
     admissions = await gateway.admit_all(
@@ -54,17 +58,17 @@ async def retrieve(state: dict[str, Any], services: Services) -> dict[str, Any]:
         usage = add_usage(usage, update.get("usage"))
     verified = {obs["call_id"] for obs in observations if obs["status"] == "ok"}
     evidence = [
-        {"step_id": step["id"], "call_id": f"r.{step['id']}", "tool": step["evidence"]["tool"], "ok": f"r.{step['id']}" in verified}
+        {"step_id": step["id"], "call_id": ids[step["id"]], "tool": step["evidence"]["tool"], "ok": ids[step["id"]] in verified}
         for step in steps
     ]
     plan_steps = [
-        {**step, "status": "done"} if step.get("evidence") and f"r.{step['id']}" in verified else step
+        {**step, "status": "done"} if ids.get(step["id"]) in verified else step
         for step in state["plan"]["steps"]
     ]
     grounded = [{**obs, "stage": "verified", "grounded": True} if obs["status"] == "ok" else {**obs, "grounded": True} for obs in observations]
     return {
         "observations": grounded,
-        "evidence": evidence,
+        "evidence": [*(state.get("evidence") or []), *evidence],
         "usage": usage,
         "plan": {**state["plan"], "steps": plan_steps},
         "status": {"phase": "retrieve"},

@@ -1,7 +1,8 @@
 """validate_plan: check a plan deterministically — ids, dependencies acyclic, tools exist, budget fits.
 
-Never calls a model. A rejected plan goes back to the planner with its errors while replans are
-left; after that the run ends: IMPOSSIBLE when the plan needs tools the run does not have,
+Never calls a model. A rejected plan goes back to the planner while replans are left, as a
+targeted re-plan (graph/replan.py): only the steps the errors name, and their dependents, are
+replaced. After that the run ends: IMPOSSIBLE when the plan needs tools the run does not have,
 VALIDATION_FAIL otherwise.
 """
 
@@ -9,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from graph import replan
 from graph.budget import Budget
 from graph.plan import plan_hash
 from graph.services import Services, current_run_id
@@ -17,6 +19,8 @@ from tools.arguments import validate as validate_arguments
 from tools.registry import ToolRegistry
 
 UNKNOWN_TOOL = "step {step}: tool {tool!r} does not exist; available: {available}"
+Problem = tuple[str | None, str]
+"""(the step at fault, or None for the plan as a whole; the error)."""
 
 
 async def validate_plan(state: dict[str, Any], services: Services) -> dict[str, Any]:
@@ -25,9 +29,11 @@ async def validate_plan(state: dict[str, Any], services: Services) -> dict[str, 
         return _end(plan, blocked["code"], f"planner reports {blocked['code']}: {blocked['reason']}", "Answer the planner's question or change the task.")
     registry = await services.registry(current_run_id(), state["settings"], state.get("tools"))
     budget = Budget.model_validate(state["budget"])
-    errors = plan.get("errors") or plan_errors(plan["steps"], registry, budget, state.get("usage", {}))
+    problems: list[Problem] = [(None, error) for error in plan.get("errors") or []] or plan_problems(plan["steps"], registry, budget, state.get("usage", {}))
+    errors = [error for _, error in problems]
     if not errors:
-        return {"plan": {**plan, "valid": True, "hash": plan_hash(plan["steps"]), "errors": []}, "status": {"phase": "validate_plan"}}
+        valid = {key: value for key, value in plan.items() if key != "replan"}
+        return {"plan": {**valid, "valid": True, "hash": plan_hash(plan["steps"]), "errors": []}, "status": {"phase": "validate_plan"}}
     plan = {**plan, "valid": False, "errors": errors}
     replans_used = state.get("usage", {}).get("replans", 0)
     if budget.replans is not None and replans_used >= budget.replans:
@@ -35,31 +41,45 @@ async def validate_plan(state: dict[str, Any], services: Services) -> dict[str, 
         code = Terminal.IMPOSSIBLE if missing_tools else Terminal.VALIDATION_FAIL
         reason = f"no valid plan after {replans_used + 1} attempt(s): " + "; ".join(errors)
         return _end(plan, code, reason, "Change the task or the available tools, or allow more replans (--budget replans=N).")
-    return {"plan": plan, "usage": {"replans": 1}, "status": {"phase": "validate_plan"}}
+    plan["replan"] = replan.request("validation", "; ".join(errors), _to_replace(plan, problems))
+    return {"plan": plan, "status": {"phase": "validate_plan"}}
+
+
+def _to_replace(plan: dict[str, Any], problems: list[Problem]) -> list[str]:
+    """The steps a targeted re-plan replaces; empty (the whole plan) when a problem names no step.
+    An unreadable reply keeps the re-plan that was asked for, if one was."""
+    if any(step_id is None for step_id, _ in problems):
+        return list((plan.get("replan") or {}).get("steps") or []) if plan.get("errors") else []
+    return replan.affected(plan["steps"], {step_id for step_id, _ in problems if step_id is not None})
 
 
 def plan_errors(steps: list[dict[str, Any]], registry: ToolRegistry, budget: Budget, usage: dict[str, Any]) -> list[str]:
     """Every reason the plan cannot run, in a stable order (empty: the plan is valid)."""
+    return [error for _, error in plan_problems(steps, registry, budget, usage)]
+
+
+def plan_problems(steps: list[dict[str, Any]], registry: ToolRegistry, budget: Budget, usage: dict[str, Any]) -> list[Problem]:
+    """`plan_errors`, each with the step at fault (None when the plan as a whole is at fault)."""
     if not steps:
-        return ["plan has no steps"]
-    errors: list[str] = []
+        return [(None, "plan has no steps")]
+    problems: list[Problem] = []
     ids = [step["id"] for step in steps]
     duplicates = sorted({step_id for step_id in ids if ids.count(step_id) > 1})
     if duplicates:
-        errors.append(f"duplicate step ids {duplicates}")
+        problems.append((None, f"duplicate step ids {duplicates}"))
     known = set(ids)
     for step in steps:
         for dependency in step.get("depends_on", []):
             if dependency not in known:
-                errors.append(f"step {step['id']}: depends_on {dependency!r} is not a step id")
+                problems.append((step["id"], f"step {step['id']}: depends_on {dependency!r} is not a step id"))
         for tool in step.get("tools", []):
             if tool not in registry:
-                errors.append(UNKNOWN_TOOL.format(step=step["id"], tool=tool, available=registry.names()))
-        errors.extend(_evidence_errors(step, registry))
+                problems.append((step["id"], UNKNOWN_TOOL.format(step=step["id"], tool=tool, available=registry.names())))
+        problems.extend((step["id"], error) for error in _evidence_errors(step, registry))
     if cycle := _find_cycle(steps):
-        errors.append("dependency cycle " + " -> ".join(cycle))
-    errors.extend(_budget_errors(steps, budget, usage))
-    return errors
+        problems.append((cycle[0], "dependency cycle " + " -> ".join(cycle)))
+    problems.extend((None, error) for error in _budget_errors(steps, budget, usage))
+    return problems
 
 
 def _evidence_errors(step: dict[str, Any], registry: ToolRegistry) -> list[str]:
@@ -99,8 +119,8 @@ def _find_cycle(steps: list[dict[str, Any]]) -> list[str] | None:
 
 
 def _budget_errors(steps: list[dict[str, Any]], budget: Budget, usage: dict[str, Any]) -> list[str]:
-    """A lower-bound estimate: each step needs at least one tool call (seed 001 early stop)."""
-    needed_calls = sum(max(len(step.get("tools", [])), 1) for step in steps)
+    """A lower-bound estimate: each step not done yet needs at least one tool call (seed 001 early stop)."""
+    needed_calls = sum(max(len(step.get("tools", [])), 1) for step in steps if step.get("status") != "done")
     if budget.tool_calls is not None:
         left = budget.tool_calls - usage.get("tool_calls", 0)
         if needed_calls > left:

@@ -3,6 +3,10 @@ the task's tests and artifact checks through tools, then the acceptance criteria
 model (seed 002's order: tests → artifacts → an LLM judge as the fallback). Each stage runs only
 if the one before it passed: a failing test is reason enough to repair, without paying for a judge.
 
+Each failure a check finds carries its root cause (graph/diagnosis.py) where the check tells it: a
+schema violation, a failing test (a logic error), an artifact missing its text (incompleteness), a
+tool that erred; the judge's unmet criteria are classified later, with the critic's defects.
+
 A judge that gives no usable verdict, even asked again, fails nothing: an attended run records the
 verdict as undecided (the critic still scores, and a human reviews); an unattended run ends
 UNAVAILABLE_DEP naming the judge, its work kept.
@@ -21,6 +25,7 @@ from pydantic import BaseModel, Field
 from checkpoints.store import get_payload
 from graph import memory
 from graph.budget import Budget, add_usage
+from graph.diagnosis import RootCause
 from graph.models import MAX_ASKS, NoReply, ask_for, unusable_reply_ending
 from graph.prompts import JUDGE, evidence_brief, task_brief
 from graph.services import Services, current_run_id
@@ -125,7 +130,7 @@ async def run_checks(state: dict[str, Any], services: Services) -> tuple[list[di
     update: dict[str, Any] = {"observations": [], "usage": {}}
     for check, admission in zip(checks, admissions):
         if admission.verdict != "admit":
-            failures.append({"criterion": check["name"], "reason": f"the check could not run: {admission.message}"})
+            failures.append({"criterion": check["name"], "reason": f"the check could not run: {admission.message}", "cause": RootCause.TOOL_FAILURE.value})
             continue
         payload = {"settings": state["settings"], "profile": state["task"]["profile"], "tools": state.get("tools"), "retries_left": 0}
         ran = await run_call(admission.call, payload, services, phase="verify")
@@ -135,10 +140,11 @@ async def run_checks(state: dict[str, Any], services: Services) -> tuple[list[di
         if check["kind"] == "test" and (report := test_report(output)) is not None:
             tests = add_tests(tests, report)
             if located := test_failures(check, report):
-                failures += located
+                failures += [{**failure, "cause": RootCause.LOGIC_ERROR.value} for failure in located]
                 continue
-        if reason := check_failure(check, ran["observations"][0]["status"], output):
-            failures.append({"criterion": check["name"], "reason": reason})
+        if failed := check_failure(check, ran["observations"][0]["status"], output):
+            reason, cause = failed
+            failures.append({"criterion": check["name"], "reason": reason, "cause": cause.value})
     return failures, update, tests
 
 
@@ -150,33 +156,35 @@ async def tool_output(ran: dict[str, Any], services: Services) -> str:
     return gateway.unwrap_data(str(ran["messages"][0].content))
 
 
-def check_failure(check: dict[str, Any], status: str, output: str) -> str | None:
-    """Why a check's tool result fails it (None: it passes)."""
+def check_failure(check: dict[str, Any], status: str, output: str) -> tuple[str, RootCause] | None:
+    """Why a check's tool result fails it, and the root cause that tells (None: it passes). A tool
+    that errs is a TOOL_FAILURE; an artifact missing its text is INCOMPLETENESS; a wrong exit code
+    is a LOGIC_ERROR in what the command checks."""
     if status != "ok":
-        return f"{check['tool']} ended {status}: {output[:300]}"
+        return f"{check['tool']} ended {status}: {output[:300]}", RootCause.TOOL_FAILURE
     if check.get("expect_contains") is not None and check["expect_contains"] not in output:
-        return f"output of {check['tool']} does not contain {check['expect_contains']!r}"
+        return f"output of {check['tool']} does not contain {check['expect_contains']!r}", RootCause.INCOMPLETENESS
     if check.get("expect_exit_code") is not None:
         try:
             exit_code = json.loads(output).get("exit_code")
         except (json.JSONDecodeError, AttributeError):
-            return f"output of {check['tool']} reports no exit_code"
+            return f"output of {check['tool']} reports no exit_code", RootCause.TOOL_FAILURE
         if exit_code != check["expect_exit_code"]:
-            return f"{check['tool']} exited {exit_code}, expected {check['expect_exit_code']}: {output[:300]}"
+            return f"{check['tool']} exited {exit_code}, expected {check['expect_exit_code']}: {output[:300]}", RootCause.LOGIC_ERROR
     return None
 
 
 def final_answer(state: dict[str, Any]) -> str:
     for message in reversed(state.get("messages", [])):
         if isinstance(message, AIMessage) and not message.tool_calls and not message.invalid_tool_calls:
-            return memory.split_answer(str(message.content))[0]
+            return memory.split_answer(str(message.text))[0]
     return ""
 
 
 def answer_failures(answer: str, schema: dict[str, Any] | None) -> list[dict[str, str]]:
     """The deterministic gates: an answer exists, and it conforms to the output schema."""
     if not answer.strip():
-        return [{"criterion": "final answer", "reason": "the final answer is empty; give the result itself, not only tool calls"}]
+        return [{"criterion": "final answer", "reason": "the final answer is empty; give the result itself, not only tool calls", "cause": RootCause.INCOMPLETENESS.value}]
     return schema_failures(answer, schema)
 
 
@@ -187,9 +195,13 @@ def schema_failures(answer: str, schema: dict[str, Any] | None) -> list[dict[str
     try:
         document = json.loads(answer)
     except json.JSONDecodeError as error:
-        return [{"criterion": "output_schema", "reason": f"output is not JSON ({error.msg} at line {error.lineno})"}]
+        return [{"criterion": "output_schema", "reason": f"output is not JSON ({error.msg} at line {error.lineno})", "cause": RootCause.SCHEMA_VIOLATION.value}]
     validator = validators.validator_for(schema)(schema)
     return [
-        {"criterion": "output_schema", "reason": f"at {'/'.join(map(str, error.absolute_path)) or '(root)'}: {error.message}"}
+        {"criterion": "output_schema", "reason": f"at {_path(error)}: {error.message}", "cause": RootCause.SCHEMA_VIOLATION.value, "location": _path(error)}
         for error in sorted(validator.iter_errors(document), key=lambda error: list(error.absolute_path))
     ]
+
+
+def _path(error: Any) -> str:
+    return "/".join(map(str, error.absolute_path)) or "(root)"

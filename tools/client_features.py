@@ -11,15 +11,15 @@ they all belong to one run, else none. No scope means no run to answer for: elic
 declined, sampling refused, roots empty. Nothing here is bound to a session at creation, so a
 session shared across runs (tools/shared_sessions.py) routes each request to the right run.
 
-Elicitation guarantee (see README "What a server may ask"): the answer is obtained inside the
-live process that drives the run, from the human registered with `attend(human)` (the CLI does
-this for an attended run on a terminal). It is not a LangGraph interrupt: the tool call stays in
-flight while the human answers, so nothing is re-sent, and a crash while waiting loses the
-question (the call then ends like any call cut off by a crash: the ledger's `unknown_after_crash`
-for side effects). Unattended runs, and processes without a registered human (server, workers),
-decline. Each question asked counts against `budget.escalations`; when none is left it is
-declined without asking. Every request and its answer is added to the scope's `events`, which the
-caller writes to the run's trace.
+Elicitation is a LangGraph interrupt, like every other escalation (graph/elicitation.py): a
+question the run has no answer for yet is put in the scope (`scope.asked` is set) and the callback
+waits; the caller cancels the call (the SDK sends `notifications/cancelled`), lets the callback go
+(`release`, the server then gets `cancel`), and interrupts the run with the question. Resumed with
+an answer, the call is sent again with the answer in `scope.answers`, keyed by `question_key`
+(server, message, schema), and the server's same question is answered from it without asking.
+Unattended runs decline. Each new question counts against `budget.escalations`; when none is left
+it is declined without asking. Every request and its answer is added to the scope's `events`,
+which the caller writes to the run's trace.
 """
 
 from __future__ import annotations
@@ -27,30 +27,29 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
+import hashlib
+import json
 import time
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import jsonschema
 from mcp import types
 from mcp.client.session import ClientRequestContext
 from mcp.types import INVALID_REQUEST, ErrorData
 
-Human = Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]
-"""`async (question) -> {"action": "accept"|"decline"|"cancel", "content": {...}}`; the question is
-{"type": "elicitation", "server", "tool", "message", "schema", "problem" (the last answer's, or None)}."""
+T = TypeVar("T")
 Sampler = Callable[[types.CreateMessageRequestParams], Awaitable[types.CreateMessageResult]]
 Progress = Callable[[float, float | None, str | None], Awaitable[None]]
 
-MAX_ANSWERS = 3
-"""Answers a human may give to one question before an invalid one is taken as cancel."""
 SAMPLING_NOT_ALLOWED = "sampling is not allowed for MCP server {server!r}: set \"sampling\": true in its config to let it use the run's model"
+UNTIED = ("the server (2025 protocol) asked during one of several calls in flight on its session, so {what} cannot be "
+          "tied to {to}; ask during one call at a time, or use the 2026-07-28 protocol")
 NO_RUN = "no boundloop run is calling a tool on MCP server {server!r} now, so there is nobody to answer {method}"
 
 _scope: contextvars.ContextVar["CallScope | None"] = contextvars.ContextVar("mcp_call_scope", default=None)
-_human: contextvars.ContextVar[Human | None] = contextvars.ContextVar("mcp_human", default=None)
 
 
 @dataclass
@@ -69,17 +68,37 @@ class CallScope:
     roots: tuple[str, ...] = ()
     """Directories advertised as roots (the run's workspace)."""
     progress: Progress | None = None
-    human: Human | None = None
-    """Who answers questions; by default the human registered with `attend()` when the scope is made."""
+    stops_for_questions: bool = False
+    """The caller sends through `until_question` and asks the human at an interrupt; otherwise a
+    question without a stored answer is declined."""
+    answers: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """`question_key` -> the human's answer ({"action", "content"}), given at an interrupt before this send."""
     escalations: int = 0
     spent: dict[str, Any] = field(default_factory=dict)
     """What sampling cost (`usage`, `breakers`), filled by `sample`, for the caller to charge."""
     events: list[dict[str, Any]] = field(default_factory=list)
     """What the server asked and what it got, in order (for the trace and the observation)."""
+    question: dict[str, Any] | None = None
+    """The first question with no answer yet: {"server", "tool", "message", "schema", "key"}."""
+    asked: asyncio.Event = field(default_factory=asyncio.Event)
+    """Set when `question` is; the caller then cancels the call and calls `release`."""
+    _released: asyncio.Event = field(default_factory=asyncio.Event)
 
-    def __post_init__(self) -> None:
-        if self.human is None and not self.unattended:
-            self.human = _human.get()
+    def next_send(self) -> None:
+        """Forget the last send's unanswered question, before the call is sent again."""
+        self.question = None
+        self.asked.clear()
+        self._released.clear()
+
+    def release(self) -> None:
+        """Let the callbacks waiting on an unanswered question return `cancel` to the server."""
+        self._released.set()
+
+    def count_asked(self, questions: int) -> None:
+        """Count questions already asked at interrupts for this call (before a resume) as this call's."""
+        tally = _asked.setdefault(self.run_id, [self.escalations_used, 0])
+        tally[1] += questions
+        self.escalations += questions
 
     def record(self, kind: str, during: str, **details: Any) -> None:
         self.events.append({"kind": kind, "tool": during, "at": time.time(), **details})
@@ -119,18 +138,28 @@ def _take_escalation(scope: CallScope) -> bool:
     return True
 
 
+async def until_question(scope: CallScope, send: Awaitable[T]) -> T | None:
+    """Await `send`, or cancel it as soon as the server asks a question `scope` has no answer for
+    (then None, and `scope.question` says what was asked). Cancelling sends the server
+    `notifications/cancelled`; its waiting callbacks are released and answer `cancel`."""
+    scope.next_send()
+    call = asyncio.ensure_future(send)
+    asked = asyncio.ensure_future(scope.asked.wait())
+    try:
+        await asyncio.wait({call, asked}, return_when=asyncio.FIRST_COMPLETED)
+        if not call.done():
+            call.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await call
+        return None if call.cancelled() else call.result()
+    finally:
+        scope.release()
+        asked.cancel()
+        call.cancel()  # only if this task itself was cancelled while waiting
+
+
 def current() -> CallScope | None:
     return _scope.get()
-
-
-@contextlib.contextmanager
-def attend(human: Human) -> Iterator[None]:
-    """Register `human` as who answers servers' questions for attended runs started inside."""
-    token = _human.set(human)
-    try:
-        yield
-    finally:
-        _human.reset(token)
 
 
 class ClientFeatures:
@@ -168,6 +197,7 @@ class ClientFeatures:
         finally:
             if scope is not None:
                 self._in_flight.remove(scope)
+                scope.release()  # however the call ended, no callback keeps waiting for an answer
 
     def _scope(self) -> tuple[CallScope | None, str]:
         """The scope a server request belongs to, and the call(s) it was made during (a 2025
@@ -181,6 +211,10 @@ class ClientFeatures:
         tools = sorted({candidate.tool for candidate in self._in_flight})
         return self._in_flight[0], tools[0] if len(tools) == 1 else f"one of {', '.join(tools)}"
 
+    def _untied(self) -> bool:
+        """A 2025 server's request during several calls in flight on its session: which one made it is unknown."""
+        return current() is None and len(self._in_flight) > 1
+
     async def on_elicitation(self, context: ClientRequestContext, params: types.ElicitRequestParams) -> types.ElicitResult | ErrorData:
         scope, during = self._scope()
         if scope is None:
@@ -190,40 +224,42 @@ class ClientFeatures:
                          why="URL-mode elicitation is not supported; the run never opens URLs for a server")
             return types.ElicitResult(action="decline")
         schema = params.requested_schema.model_dump(by_alias=True, exclude_none=True) if hasattr(params.requested_schema, "model_dump") else dict(params.requested_schema)
-        result, why = await self._ask(scope, during, params.message, schema)
+        key = question_key(self.server, params.message, schema)
+        answer, why = scope.answers.get(key), None
+        if answer is None and scope.unattended:
+            answer, why = {"action": "decline"}, "the run is unattended"
+        elif answer is None and not scope.stops_for_questions:
+            answer, why = {"action": "decline"}, "nobody can be asked: the call is not a run's tool call"
+        elif answer is None and self._untied():
+            answer, why = {"action": "decline"}, UNTIED.format(what="the question", to="the call to stop")
+        elif answer is None and not _take_escalation(scope):
+            answer, why = {"action": "decline"}, "no escalations left in budget.escalations"
+        elif answer is None:
+            return await self._stop_for(scope, {"server": self.server, "tool": during, "message": params.message, "schema": schema, "key": key})
+        else:
+            why = "answered by a human at the run's interrupt"
+        content = with_defaults(schema, answer.get("content") or {}) if answer["action"] == "accept" else None
+        result = types.ElicitResult(action=answer["action"], content=content)
         scope.record("elicitation", during, server=self.server, message=params.message, schema=schema, action=result.action,
                      content=result.content, why=why)
         return result
 
-    async def _ask(self, scope: CallScope, during: str, message: str, schema: dict[str, Any]) -> tuple[types.ElicitResult, str | None]:
-        if scope.unattended or scope.human is None:
-            why = "the run is unattended" if scope.unattended else "no human answers questions in this process"
-            return types.ElicitResult(action="decline"), why
-        if not _take_escalation(scope):
-            return types.ElicitResult(action="decline"), "no escalations left in budget.escalations"
-        problem: str | None = None
-        for _ in range(MAX_ANSWERS):
-            answer = await scope.human({"type": "elicitation", "server": self.server, "tool": during,
-                                        "message": message, "schema": schema, "problem": problem})
-            action = answer.get("action")
-            if action in ("decline", "cancel"):
-                return types.ElicitResult(action=action), None
-            if action != "accept":
-                problem = f"action must be accept, decline or cancel (got {action!r})"
-                continue
-            content = with_defaults(schema, answer.get("content") or {})
-            problem = invalid(schema, content)
-            if problem is None:
-                return types.ElicitResult(action="accept", content=content), None
-        return types.ElicitResult(action="cancel"), f"no valid answer after {MAX_ANSWERS} tries: {problem}"
+    async def _stop_for(self, scope: CallScope, question: dict[str, Any]) -> types.ElicitResult:
+        """Hand the question to the caller, which cancels the call; the server then gets `cancel`."""
+        if scope.question is None:
+            scope.question = question
+            scope.asked.set()
+        await scope._released.wait()
+        return types.ElicitResult(action="cancel")
 
     async def on_sampling(self, context: ClientRequestContext, params: types.CreateMessageRequestParams) -> types.CreateMessageResult | ErrorData:
         scope, during = self._scope()
         if scope is None:
             return ErrorData(code=INVALID_REQUEST, message=NO_RUN.format(server=self.server, method="sampling/createMessage"))
         request = params.model_dump(by_alias=True, mode="json", exclude_none=True)
-        if not self.allow_sampling or scope.sample is None:
-            message = SAMPLING_NOT_ALLOWED.format(server=self.server) if not self.allow_sampling else "this run has no model to sample from"
+        if not self.allow_sampling or scope.sample is None or self._untied():
+            message = (SAMPLING_NOT_ALLOWED.format(server=self.server) if not self.allow_sampling else "this run has no model to sample from"
+                       if scope.sample is None else UNTIED.format(what="the completion", to="the call that pays for it"))
             scope.record("sampling", during, server=self.server, request=request, refused=message)
             return ErrorData(code=INVALID_REQUEST, message=message)
         try:
@@ -248,6 +284,12 @@ class ClientFeatures:
 
 class SamplingRefused(Exception):
     """The run cannot serve a sampling request (budget spent, model circuit open, deadline): the message says why."""
+
+
+def question_key(server: str, message: str, schema: dict[str, Any]) -> str:
+    """Which question an answer is for: the same server asking the same thing in the same shape."""
+    material = json.dumps([server, message, schema], sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(material.encode()).hexdigest()[:32]
 
 
 def with_defaults(schema: dict[str, Any], content: dict[str, Any]) -> dict[str, Any]:

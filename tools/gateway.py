@@ -1,7 +1,7 @@
 """gateway: decide every proposed tool call before anything runs, then run the admitted ones.
 
-Owns the order registry → arguments → resources → policy → budget → breakers (DESIGN §4) and the
-dispatch plan (reads together, each write alone, in proposed order, asked calls in their place).
+Owns the order registry → arguments → resources → policy → budget → breakers (DESIGN §4); the
+dispatch waves (dependencies, then reads together and each write alone) are graph/schedule.py's.
 It composes the stage modules and holds no logic of its own beyond that order. Resolving what a
 call reaches touches the filesystem, so `admit_all` runs the stages in a worker thread.
 """
@@ -144,18 +144,6 @@ def _admit_in_order(calls: list[ProposedCall], **context: Any) -> list[Admission
             usage = add_usage(usage, admission.reservation)
         admissions.append(admission)
     return admissions
-
-
-def waves(calls: list[dict[str, Any]], parallel_cap: int) -> list[list[dict[str, Any]]]:
-    """Dispatch order, the model's order: consecutive read-only calls run together (up to the cap);
-    each write runs alone. Asked calls keep their place and run there once approved."""
-    planned: list[list[dict[str, Any]]] = []
-    for call in calls:
-        if call.get("read_only") and planned and planned[-1][0].get("read_only") and len(planned[-1]) < parallel_cap:
-            planned[-1].append(call)
-        else:
-            planned.append([call])
-    return planned
 
 
 DATA_OPEN, DATA_CLOSE = "<tool-output>", "</tool-output>"

@@ -11,7 +11,13 @@ lists it for manual checking.
 On a resumed run the ledger answers first:
   COMPLETE → the stored result is reused; the tool is not called again;
   ABORT    → the stored failure is returned (a failed call, as before the crash);
-  INTENT   → the outcome is unknown; handled as an unanswered call above.
+  INTENT   → the outcome is unknown; handled as an unanswered call above — unless the call was
+             stopped for a server's question (`stop_for_question`, graph/elicitation.py) and that
+             question is now answered: then it is sent again, once, even when not safe to repeat.
+             That rests on servers asking before they act (the 2026-07-28 protocol's
+             `input_required` ends the request, so there nothing happened yet); the question the
+             human answered says the call will be sent again, so the re-send is never silent. The
+             mark is cleared before the re-send: a crash during it leaves a plain INTENT.
 Never decides permission or budget; the gate did that before the call reached here.
 """
 
@@ -65,12 +71,21 @@ def safe_to_repeat(spec: ToolSpec) -> bool:
 
 
 Send = Callable[[dict[str, Any]], Awaitable[CallOutcome]]
+STOPPED = "stopped_for_question"
+"""The key, in an INTENT entry's `result`, of the question the call was cancelled for."""
+
+
+async def stop_for_question(pool: AsyncConnectionPool, key: str, question_key: str) -> None:
+    """Mark the call's INTENT as cancelled while the server waited for an answer to `question_key`."""
+    await store.mark_intent(pool, key, {STOPPED: question_key})
 
 
 async def run_once(
-    pool: AsyncConnectionPool, *, key: str, run_id: str, call: dict[str, Any], spec: ToolSpec, step_id: str | None, send: Send
+    pool: AsyncConnectionPool, *, key: str, run_id: str, call: dict[str, Any], spec: ToolSpec, step_id: str | None, send: Send,
+    answered: frozenset[str] = frozenset(),
 ) -> CallOutcome:
-    """Send `call` through `send` unless the ledger already knows how it ended."""
+    """Send `call` through `send` unless the ledger already knows how it ended. `answered`: the keys
+    of the server's questions a human has answered for this call."""
     crash_point("tool:before_intent")
     entry, fresh = await store.claim_intent(pool, idempotency_key=key, thread_id=run_id, call_id=call["call_id"], step_id=step_id,
                                             tool=spec.name, server=spec.server, args_hash=call["args_hash"])
@@ -78,7 +93,10 @@ async def run_once(
         return CallOutcome("ok", text=entry.result["text"], structured=entry.result.get("structured"), detail=REUSED)
     if entry.status == "ABORT":
         return CallOutcome("tool_error", text=entry.error or "", detail="failure recorded in the ledger before a resume")
-    if not fresh and not safe_to_repeat(spec):
+    stopped_for = (entry.result or {}).get(STOPPED) if entry.status == "INTENT" else None
+    if stopped_for is not None and stopped_for in answered:
+        await store.mark_intent(pool, key, None)
+    elif not fresh and not safe_to_repeat(spec):
         return CallOutcome("unknown_after_crash", text=UNKNOWN_AFTER_CRASH.format(tool=call["name"]), detail=f"ledger key {key}")
     crash_point("tool:after_intent")
     arguments = {**call["args"], KEY_ARGUMENT: key} if takes_key(spec) else call["args"]

@@ -24,10 +24,12 @@ CallStatus = Literal[
     "rejected",
     "unknown_after_crash",
     "tool_changed",
+    "dependency_unmet",
 ]
 
 REFUSED_BEFORE_DISPATCH: frozenset[str] = frozenset(
-    {"unknown_tool", "invalid_arguments", "denied", "budget_exceeded", "circuit_open", "repeated_call", "rejected", "tool_changed"}
+    {"unknown_tool", "invalid_arguments", "denied", "budget_exceeded", "circuit_open", "repeated_call", "rejected", "tool_changed",
+     "dependency_unmet"}
 )
 
 

@@ -50,6 +50,7 @@ FAILED = "{description} failed ({status}): {text} The effect of call {call_id} m
 MANUAL_ACTION = "{tool} {why}; undo call {call_id} by hand (it ran with the arguments shown)."
 WHY_UNKNOWN = "is irreversible: no compensating call is known for it"
 WHY_CONFIGURED = "is configured as irreversible"
+WHY_PROVIDER = "was run by the model's provider (a hosted tool) and is irreversible as far as we know"
 WHY_CLAIMED = "is configured as {kind}, but no compensating call is known for it"
 WHY_NO_RECORD = "returned no record of what it changed, so no compensating call can be built"
 UNANSWERED = (
@@ -152,6 +153,12 @@ async def compensate(
         status, detail = await _run(bridge, effect, compensation, timeout_s)
         report.append(_line(effect, compensation.tool, compensation.arguments, status, detail))
     return report
+
+
+def provider_run(call_id: str, tool: str, arguments: dict[str, Any]) -> CompensationOutcome:
+    """The rollback line of a side effect a provider-hosted tool made: irreversible, a person must undo it."""
+    return CompensationOutcome(call_id=call_id, tool=tool, arguments=arguments, status="manual_action_required",
+                               detail=MANUAL_ACTION.format(tool=tool, why=WHY_PROVIDER, call_id=call_id))
 
 
 def unanswered(call_id: str, tool: str) -> CompensationOutcome:

@@ -23,6 +23,8 @@ def decision_from_form(form: FormData, kind: str, approver: str) -> dict[str, An
         raise ConfigError(f"unknown action {action!r}; one of {', '.join(ACTIONS)}")
     if kind == "tool_approval" and action in ("grant", "answer"):
         raise ConfigError(f"a tool approval takes approve, edit, reject or respond, not {action}")
+    if kind == "elicitation" and action == "grant":
+        raise ConfigError("a server's question takes approve (its defaults), answer (its fields as JSON) or reject (decline), not grant")
     if kind != "tool_approval" and action in ("edit", "respond"):
         raise ConfigError(f"a {kind} request takes approve, reject, grant or answer, not {action}")
     text = str(form.get(action, "") or "")

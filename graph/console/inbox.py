@@ -18,7 +18,7 @@ from checkpoints.errors import ApprovalRefused
 from checkpoints.queue import driven_by_workers
 from graph.console.tokens import Binding
 from graph.errors import ConfigError
-from graph.runner import Runner, _as_answer
+from graph.runner import Runner, as_resume_value
 
 Driver = Literal["here", "workers", "server"]
 RISK = {"irreversible": "high", "compensable": "medium", "reversible": "low"}
@@ -31,7 +31,7 @@ class Item:
 
     binding: Binding
     kind: str
-    """tool_approval, ask_user, budget_extension, review or plan_approval."""
+    """tool_approval, ask_user, elicitation, budget_extension, review or plan_approval."""
     request: dict[str, Any]
     asked_at: datetime
     driver: Driver
@@ -87,7 +87,10 @@ async def _resume_on_server(item: Item, decision: dict[str, Any], server_url: st
     binding = item.binding
     if not binding.interrupt_id:
         raise ApprovalRefused(binding.run_id, binding.call_id, "the server's thread is not waiting at this request yet; reload the inbox")
-    answer = {**decision, "call_id": binding.call_id, "args_hash": binding.args_hash} if item.kind == "tool_approval" else _as_answer(decision)
+    if item.kind == "tool_approval":
+        answer = {**decision, "call_id": binding.call_id, "args_hash": binding.args_hash}
+    else:
+        answer = as_resume_value(item.request, binding.run_id, binding.call_id, decision)
     try:
         client = get_client(url=server_url)  # None: in-process, when the console is a route of that server
     except Exception as error:  # the SDK finds no server in this process

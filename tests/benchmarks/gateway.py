@@ -21,6 +21,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from graph import schedule
 from graph.budget import Budget, empty_usage
 from tools import dispatch, gateway
 from tools.bridge import MCPBridge
@@ -48,7 +49,7 @@ async def main(reps: int) -> None:
             proposed = [gateway.ProposedCall(f"c{i}", f"t{i}", name, args) for i, args in enumerate(args_list)]
             admissions = await gateway.admit_all(proposed, registry=registry, rules=policy, budget=budget, usage=empty_usage(),
                                                  breaker_state={}, now=time.time())
-            for wave in gateway.waves([a.call for a in admissions if a.verdict == "admit"], budget.parallel_calls):
+            for wave in schedule.waves([a.call for a in admissions if a.verdict == "admit"], budget.parallel_calls):
                 outcomes = await asyncio.gather(*(
                     dispatch.call_with_retry(bridge, registry.get(call["name"]), call["args"], timeout_s=10, max_attempts=3)
                     for call in wave

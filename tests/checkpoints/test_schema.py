@@ -17,6 +17,7 @@ TABLES = {
     "boundloop_payloads",
     "boundloop_ledger",
     "boundloop_approvals",
+    "boundloop_langsmith_roots",
 }
 
 

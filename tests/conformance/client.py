@@ -1,7 +1,9 @@
 """The client the official MCP conformance suite drives (`conformance client --command ...`):
 boundloop's own MCP bridge, connecting to the scenario's server URL (the last argument), calling
 each tool it lists once, and accepting every elicitation with the schema's defaults — what an
-attended run's human does when they accept without typing anything."""
+attended run's human does when they accept without typing anything. The answer is given the way a
+resumed run gives a stored one (tools/client_features.py): the suite checks each response it gets,
+so the first send must not be stopped and cancelled for the question."""
 
 from __future__ import annotations
 
@@ -29,8 +31,11 @@ def arguments(schema: dict[str, Any]) -> dict[str, Any]:
     return {name: SAMPLE_VALUES.get(properties.get(name, {}).get("type"), "x") for name in schema.get("required") or []}
 
 
-async def accept_defaults(question: dict[str, Any]) -> dict[str, Any]:
-    return {"action": "accept", "content": {}}
+class AcceptEverything(dict[str, Any]):
+    """Stored answers that accept any question with no field typed (the schema's defaults fill them)."""
+
+    def get(self, key: str, default: Any = None) -> dict[str, Any]:
+        return {"action": "accept", "content": {}}
 
 
 class MemoryVault:
@@ -75,7 +80,7 @@ async def main(url: str) -> None:
     async with MCPBridge(servers, log_dir=Path(tempfile.mkdtemp()), auth=browser_login) as bridge:
         for spec in bridge.specs():
             scope = client_features.CallScope(run_id="conformance", tool=spec.qualified_name, unattended=False,
-                                              escalations_limit=None, human=accept_defaults)
+                                              escalations_limit=None, answers=AcceptEverything())
             with client_features.calling(scope):
                 outcome = await bridge.call("peer", spec.name, arguments(spec.input_schema), timeout_s=20)
             print(f"{spec.name}: {outcome.status} {outcome.text[:200]}", file=sys.stderr)

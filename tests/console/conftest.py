@@ -8,9 +8,11 @@ import asyncio
 import json
 import os
 import socket
+import sys
 import threading
 from collections.abc import Awaitable, Callable, Iterator
 from concurrent.futures import Future
+from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
@@ -28,6 +30,9 @@ CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic"
 APPROVER = "ana"
 DELETE = {"name": "workspace__delete_file", "args": {"path": "notes.md"}}
 LIST = {"name": "workspace__list_files", "args": {}}
+ASK = {"name": "asking__ask", "args": {}}
+ASKING_SERVERS = {"mcpServers": {"asking": {"command": sys.executable, "args": [str(Path(__file__).parents[1] / "tools" / "servers" / "asking_server.py")],
+                                            "trusted": True, "protocol": "legacy"}}}
 T = TypeVar("T")
 
 
@@ -81,22 +86,29 @@ def live_console(pg_admin_url: str) -> Iterator[LiveConsole]:
 @pytest.fixture(scope="module")
 def waiting_runs(live_console: LiveConsole, tmp_path_factory: pytest.TempPathFactory) -> dict[str, RunReport]:
     """Scripted runs, started together by the console's runner, each on a workspace of its own
-    (notes.md). list, approve, reject, tamper: each waits for approval to delete notes.md; extend
-    waits for a budget extension (one tool call allowed, two needed)."""
+    (notes.md, other.md). list, approve, reject, tamper, edit: each waits for approval to delete
+    notes.md; extend waits for a budget extension (one tool call allowed, two needed); ask waits
+    for missing information; elicit waits for an answer to an MCP server's question."""
     asks_to_delete = {"planner": [PLAN_ONE_STEP], "actor": [step(calls=[DELETE]), step("done")], "critic": [CRITIC_PASS]}
     runs_out = {"planner": [PLAN_ONE_STEP], "actor": [step(calls=[READ_NOTES]), step(calls=[LIST]), step(calls=[LIST]), step("done")], "critic": [CRITIC_PASS]}
-    scripts: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
-        **{name: (asks_to_delete, {}) for name in ("list", "approve", "reject", "tamper")},
-        "extend": (runs_out, {"budget": {"tool_calls": 1}}),
+    blocked = step({"steps": [], "blocked": {"code": "MISSING_INFO", "reason": "which file should I summarize?"}})
+    asks = {"planner": [blocked, PLAN_ONE_STEP], "actor": [step(calls=[READ_NOTES]), step("done")], "critic": [CRITIC_PASS]}
+    elicits = {"planner": [PLAN_ONE_STEP], "actor": [step(calls=[ASK]), step("done")], "critic": [CRITIC_PASS]}
+    scripts: dict[str, tuple[dict[str, Any], dict[str, Any], dict[str, Any] | None]] = {
+        **{name: (asks_to_delete, {}, None) for name in ("list", "approve", "reject", "tamper", "edit")},
+        "extend": (runs_out, {"budget": {"tool_calls": 1}}, None),
+        "ask": (asks, {}, None),
+        "elicit": (elicits, {}, ASKING_SERVERS),
     }
 
     async def start(name: str) -> RunReport:
-        roles, task = scripts[name]
+        roles, task, servers = scripts[name]
         workspace = tmp_path_factory.mktemp(name)
         (workspace / "notes.md").write_text("Action items:\n- Ana: publish the notes\n")
+        (workspace / "other.md").write_text("Other notes\n")
         script = workspace.with_suffix(".script.json")
         script.write_text(json.dumps({"model_id": "scripted-test", "roles": roles}))
-        settings = RunSettings(model="scripted", script=str(script), workspace_root=str(workspace))
+        settings = RunSettings(model="scripted", script=str(script), workspace_root=str(workspace), **({"servers": servers} if servers else {}))
         return await (await live_console.runner()).start(Task.model_validate({"goal": "Summarize notes.md", **task}), settings)
 
     async def start_all() -> list[RunReport]:

@@ -22,6 +22,14 @@ def request_of(page: Page, run: RunReport) -> Locator:
     return page.locator(f"article.request[data-run='{run.thread_id}']")
 
 
+def open_request(page: Page, live_console: LiveConsole, run: RunReport, kind: str) -> Locator:
+    """The run's pending request in the inbox, checked to be of `kind`."""
+    page.goto(f"{live_console.url}/console/inbox")
+    request = request_of(page, run)
+    expect(request.locator("h3")).to_contain_text(kind)
+    return request
+
+
 def test_the_run_list_shows_each_run_and_opens_its_timeline(page: Page, live_console: LiveConsole, waiting_runs: dict[str, RunReport]):
     run = waiting_runs["list"]
     assert run.status == Terminal.CONFIRM_REQUIRED and waiting_runs["extend"].status == Terminal.BUDGET_EXHAUSTED
@@ -110,9 +118,7 @@ def test_a_tampered_decision_is_refused_in_the_page_and_the_run_still_waits(page
 
 def test_granting_a_budget_extension_in_the_inbox_lets_the_run_finish(page: Page, live_console: LiveConsole, waiting_runs: dict[str, RunReport]):
     run = waiting_runs["extend"]
-    page.goto(f"{live_console.url}/console/inbox")
-    request = request_of(page, run)
-    expect(request.locator("h3")).to_contain_text("budget_extension")
+    request = open_request(page, live_console, run, "budget_extension")
     expect(request).to_contain_text("tool_calls: limit 1")
     request.locator("input[name=grant]").fill("tool_calls=3")
     request.get_by_role("button", name="Grant").click()
@@ -121,3 +127,60 @@ def test_granting_a_budget_extension_in_the_inbox_lets_the_run_finish(page: Page
     expect(page.locator("table.budget tr[data-dimension='tool_calls'] td").nth(1)).to_have_text("2")
     expect(page.locator("table.budget tr[data-dimension='tool_calls'] td").nth(2)).to_have_text("3")
     expect(page.locator("table.escalations tr[data-call='e0.budget_extension'] td").nth(4)).to_have_text(APPROVER)
+
+
+def test_editing_the_arguments_in_the_inbox_runs_the_edited_call(page: Page, live_console: LiveConsole, waiting_runs: dict[str, RunReport]):
+    run = waiting_runs["edit"]
+    request = open_request(page, live_console, run, "tool_approval")
+    request.locator("textarea[name=edit]").fill('{"path": "other.md"')  # not JSON: refused, still waiting
+    request.get_by_role("button", name="Edit and run").click()
+    expect(page.locator("p.error[role=alert]")).to_contain_text("--edit is not valid JSON")
+
+    request = request_of(page, run)
+    request.locator("textarea[name=edit]").fill('{"path": "other.md"}')
+    request.get_by_role("button", name="Edit and run").click()
+
+    expect(page.locator("#run-status")).to_have_text("SUCCESS")
+    expect(page.locator("table.calls tr[data-call='a0.0'] td").nth(2)).to_have_text("edit")
+    assert not (workspace_of(run) / "other.md").exists() and (workspace_of(run) / "notes.md").exists()
+
+
+def test_answering_a_question_in_the_inbox_reaches_the_planner(page: Page, live_console: LiveConsole, waiting_runs: dict[str, RunReport]):
+    run = waiting_runs["ask"]
+    assert run.status == Terminal.MISSING_INFO
+    request = open_request(page, live_console, run, "ask_user")
+    expect(request).to_contain_text("which file should I summarize?")
+    request.locator("input[name=answer]").fill("notes.md")
+    request.get_by_role("button", name="Answer").click()
+
+    expect(page.locator("#run-status")).to_have_text("SUCCESS")
+
+    async def clarifications() -> Any:
+        return (await (await live_console.runner()).report(run.thread_id)).values["clarifications"]
+
+    assert live_console.call(clarifications) == ["planner reports MISSING_INFO: which file should I summarize? → notes.md"]
+
+
+def test_answering_a_servers_question_in_the_inbox_checks_it_against_the_schema_and_completes_the_call(
+    page: Page, live_console: LiveConsole, waiting_runs: dict[str, RunReport]
+):
+    run = waiting_runs["elicit"]
+    request = open_request(page, live_console, run, "elicitation")
+    expect(request).to_contain_text("Which colour, and how many?")
+    expect(request).to_contain_text('"enum": [')
+    request.locator("textarea[name=answer]").fill('{"colour": "blue"}')
+    request.get_by_role("button", name="Answer").click()
+    expect(page.locator("p.error[role=alert]")).to_contain_text("'blue' is not one of ['red', 'green']")
+
+    request = request_of(page, run)
+    expect(request.locator("p.error")).to_contain_text("the last decision was refused")
+    request.locator("textarea[name=answer]").fill('{"colour": "green"}')
+    request.get_by_role("button", name="Answer").click()
+
+    expect(page.locator("#run-status")).to_have_text("SUCCESS")
+
+    async def answered() -> Any:
+        report = await (await live_console.runner()).report(run.thread_id)
+        return next(m.content for m in report.values["messages"] if getattr(m, "name", None) == "asking__ask")
+
+    assert '{"action": "accept", "content": {"colour": "green", "count": 2}}' in live_console.call(answered)

@@ -32,7 +32,7 @@ async def test_a_failed_write_keeps_its_step_failed_though_another_file_was_writ
     report = await run_script(
         {"planner": [step({"steps": steps})], "actor": [step(calls=[write("a.md", "A\\n")]), step(calls=[write("b.md", "B\\n")]), step("both written"), step("both written")],
          "judge": [step({"passed": True, "failures": []})], "critic": [CRITIC_PASS]},
-        task={"acceptance_criteria": ["a.md and b.md exist"], "budget": {"repairs": 1}}, policy=ALLOW_WRITES,
+        task={"acceptance_criteria": ["a.md and b.md exist"], "budget": {"repairs": 1}}, policy=ALLOW_WRITES, unattended=True,
     )
     assert report.status == Terminal.VALIDATION_FAIL
     assert [step["status"] for step in report.values["plan"]["steps"]] == ["done", "failed"]
@@ -60,7 +60,7 @@ async def test_a_write_whose_checksum_does_not_match_is_observed_but_never_verif
     report = await run_script(
         {"planner": [step({"steps": steps})], "actor": [step(calls=[write("report.md", "all four quarters\\n", "store")]), step("stored"), step("stored")],
          "critic": [CRITIC_PASS]},
-        task={"budget": {"repairs": 1}}, policy=ALLOW_WRITES, servers=servers,
+        task={"budget": {"repairs": 1}}, policy=ALLOW_WRITES, servers=servers, unattended=True,
     )
     assert report.status == Terminal.VALIDATION_FAIL
     [observation] = report.values["observations"]

@@ -1,10 +1,12 @@
 """A loopback stand-in for the LangSmith API: answers GET /info with {} and records every run the
-client posts or patches (multipart batch, JSON batch, single run), merged by run id."""
+client posts or patches (multipart batch, JSON batch, single run), merged by run id, and how often
+each run was posted."""
 
 from __future__ import annotations
 
 import json
 import threading
+from collections import Counter
 from email.parser import BytesParser
 from email.policy import HTTP
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -16,6 +18,8 @@ class Capture:
     def __init__(self) -> None:
         self.requests: list[str] = []
         self.runs: dict[str, dict[str, Any]] = {}
+        self.posts: Counter[str] = Counter()
+        """How many times each run id was created (posted)."""
         self.lock = threading.Lock()
 
     def merge(self, run: dict[str, Any]) -> None:
@@ -32,12 +36,14 @@ class Capture:
         return [run for run in self.runs.values() if run.get("name") == name]
 
 
-def _multipart(content_type: str, body: bytes) -> dict[str, dict[str, Any]]:
+def _multipart(content_type: str, body: bytes, posts: Counter[str]) -> dict[str, dict[str, Any]]:
     message = BytesParser(policy=HTTP).parsebytes(f"Content-Type: {content_type}\r\n\r\n".encode() + body)
     runs: dict[str, dict[str, Any]] = {}
     for part in message.iter_parts():
         name = part.get_param("name", header="content-disposition")
         operation, run_id, *field = name.split(".")
+        if operation == "post" and not field:
+            posts[run_id] += 1
         value = json.loads(part.get_payload(decode=True) or b"null")
         run = runs.setdefault(run_id, {"id": run_id})
         if field:
@@ -74,14 +80,17 @@ def langsmith_stand_in() -> Iterator[tuple[str, Capture]]:
             capture.requests.append(f"POST {self.path}")
             body = self._body()
             if self.path.startswith("/runs/multipart"):
-                for run in _multipart(self.headers["Content-Type"], body).values():
+                for run in _multipart(self.headers["Content-Type"], body, capture.posts).values():
                     capture.merge(run)
             elif self.path.startswith("/runs/batch"):
                 batch = json.loads(body)
+                capture.posts.update(str(run["id"]) for run in batch.get("post", []))
                 for run in batch.get("post", []) + batch.get("patch", []):
                     capture.merge(run)
             elif self.path.rstrip("/") == "/runs":
-                capture.merge(json.loads(body))
+                run = json.loads(body)
+                capture.posts[str(run["id"])] += 1
+                capture.merge(run)
             self._answer()
 
         def do_PATCH(self) -> None:

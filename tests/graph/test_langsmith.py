@@ -1,6 +1,7 @@
-"""With LANGSMITH_TRACING=true a run arrives in LangSmith as one tree per drive: the run, its phases,
-the model calls with their role, each tool call as a `tool` run, approvals and interrupts as events.
-Off (the default), nothing is sent. The LangSmith API is a loopback stand-in (langsmith_capture.py)."""
+"""With LANGSMITH_TRACING=true a run arrives in LangSmith as one tree, however many processes drove
+it: the run, one child per drive, its phases, the model calls with their role, each tool call as a
+`tool` run, approvals and interrupts as events. Off (the default), nothing is sent. The LangSmith
+API is a loopback stand-in (langsmith_capture.py)."""
 
 from __future__ import annotations
 
@@ -27,20 +28,27 @@ def test_a_run_is_one_langsmith_tree_with_tool_runs_and_events(db_url, workspace
         started = boundloop("run", "Summarize notes.md", "--profile", "coding_assistant", "--model", "scripted", "--script", str(script),
                             "--workspace", str(workspace), "--thread", "ls-run", *common, env=env)
         assert json.loads(started.stdout)["status"] == "CONFIRM_REQUIRED", started.stderr
+        (waiting,) = capture.by_name("boundloop.run")
+        assert not waiting.get("end_time"), "a run waiting for a human is not over: its root stays open"
         finished = boundloop("approve", "ls-run", "a0.1", "--as", "ana", *common, env=env)
         assert json.loads(finished.stdout)["status"] == "SUCCESS", finished.stderr
 
-    first, second = sorted(capture.by_name("boundloop.run"), key=lambda run: run["start_time"])
-    for root in (first, second):
-        assert root.get("parent_run_id") is None and root["run_type"] == "chain"
-        metadata = root["extra"]["metadata"]
-        assert metadata["run_id"] == "ls-run" and metadata["profile"] == "coding_assistant"
-        assert metadata["graph_version"] and metadata["policy_hash"] and metadata["budget_limits"]["tool_calls"]
-        assert "confidence" in metadata and "profile:coding_assistant" in root["tags"]
+    (root,) = capture.by_name("boundloop.run")  # the approval resumed the run in another process: still one tree
+    assert root.get("parent_run_id") is None and root["run_type"] == "chain" and root["end_time"]
+    assert capture.posts[root["id"]] == 1, "the resumed drive must not create the root again"
+    metadata = root["extra"]["metadata"]
+    assert metadata["run_id"] == "ls-run" and metadata["profile"] == "coding_assistant" and metadata["terminal_code"] == "SUCCESS"
+    assert metadata["graph_version"] and metadata["policy_hash"] and metadata["budget_limits"]["tool_calls"]
+    assert "confidence" in metadata and {"profile:coding_assistant", "status:SUCCESS"} <= set(root["tags"])
+    assert {run["trace_id"] for run in capture.runs.values()} == {root["id"]}
+    assert all(run["dotted_order"].startswith(root["dotted_order"]) for run in capture.runs.values())
+
+    first, second = sorted(_children(capture, root), key=lambda run: run["start_time"])
+    assert first["name"] == second["name"] == "boundloop.drive"
     assert first["extra"]["metadata"]["terminal_code"] == "waiting" and "status:waiting" in first["tags"]
     assert second["extra"]["metadata"]["terminal_code"] == "SUCCESS" and "status:SUCCESS" in second["tags"]
 
-    phases = {run["name"] for root in (first, second) for graph_run in _children(capture, root) for run in _children(capture, graph_run)}
+    phases = {run["name"] for drive in (first, second) for graph_run in _children(capture, drive) for run in _children(capture, graph_run)}
     assert {"intake", "plan", "validate_plan", "act", "gate", "execute", "approve", "observe", "verify", "finalize"} <= phases
     models = [run for run in capture.runs.values() if run["run_type"] == "llm"]
     assert {run["extra"]["metadata"]["boundloop_role"] for run in models} >= {"planner", "actor", "critic"}
@@ -52,7 +60,7 @@ def test_a_run_is_one_langsmith_tree_with_tool_runs_and_events(db_url, workspace
         "server": "workspace", "decision": "allow", "outcome": "ok", "ledger_key": None}
     assert read["extra"]["metadata"]["rule"]
     assert move["extra"]["metadata"]["decision"] == "approved" and move["extra"]["metadata"]["ledger_key"].startswith("bl-")
-    assert move["extra"]["metadata"]["outcome"] == "ok" and move["trace_id"] == second["id"]
+    assert move["extra"]["metadata"]["outcome"] == "ok" and move["dotted_order"].startswith(second["dotted_order"])
 
     events = [(run["name"], event["name"]) for run in capture.runs.values() for event in run.get("events") or [] if event.get("name") != "start"]
     assert ("approve", "interrupt") in events and ("approve", "tool_approval") in events

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 
 import pytest
 from langchain_core.messages import AIMessage, ToolMessage
@@ -128,7 +129,8 @@ async def test_a_failed_verification_is_repaired_then_committed(run_script):
     assert report.status == Terminal.SUCCESS
     assert report.values["usage"]["repairs"] == 1
     feedback = [m for m in report.values["messages"] if m.type == "human"]
-    assert "owner: owner missing" in feedback[0].content and "output: no owner" in feedback[0].content
+    diagnosis = json.loads(feedback[0].content.split("Diagnosis (JSON):\n", 1)[1])
+    assert [(d["cause"], d["problem"]) for d in diagnosis] == [("INCOMPLETENESS", "owner: owner missing"), ("FACTUAL_ERROR", "no owner")]
     assert report.result["confidence"] == 0.95  # weighted 1.0 minus 0.05 for one repair
 
 
@@ -136,7 +138,7 @@ async def test_repairs_are_bounded_and_the_partial_output_is_kept(run_script):
     judge_fail = step({"passed": False, "failures": [{"criterion": "owner", "reason": "owner missing"}]})
     report = await run_script(
         {"planner": [PLAN_ONE_STEP], "actor": [step("draft one"), step("draft two")], "judge": [judge_fail, judge_fail], "critic": [CRITIC_FAIL, CRITIC_FAIL]},
-        task={"acceptance_criteria": ["names the owner"], "budget": {"repairs": 1}},
+        task={"acceptance_criteria": ["names the owner"], "budget": {"repairs": 1}}, unattended=True,
     )
     assert report.status == Terminal.VALIDATION_FAIL
     assert report.result["partial_output"] == "draft two"
@@ -145,13 +147,15 @@ async def test_repairs_are_bounded_and_the_partial_output_is_kept(run_script):
 
 
 async def test_the_same_failure_three_times_ends_repeated_failure_instead_of_spinning(run_script):
+    """The recurring class climbs the ladder (rewrite, then re-plan); the third identical failure ends the run."""
     judge_fail = step({"passed": False, "failures": [{"criterion": "owner", "reason": "owner missing"}]})
     report = await run_script(
-        {"planner": [PLAN_ONE_STEP], "actor": [step("same")] * 3, "judge": [judge_fail] * 3, "critic": [CRITIC_FAIL] * 3},
-        task={"acceptance_criteria": ["names the owner"], "budget": {"repairs": 10}},
+        {"planner": [PLAN_ONE_STEP] * 2, "actor": [step("same")] * 3, "judge": [judge_fail] * 3, "critic": [CRITIC_FAIL] * 3},
+        task={"acceptance_criteria": ["names the owner"], "budget": {"repairs": 10}}, unattended=True,
     )
     assert report.status == Terminal.REPEATED_FAILURE
     assert report.values["usage"]["repairs"] == 2
+    assert [repair["strategy"] for repair in report.values["quality"]["repairs"]] == ["SECTION_REWRITE", "REPLAN"]
 
 
 async def test_the_output_schema_is_a_hard_gate_before_the_judge(run_script):
@@ -165,6 +169,7 @@ async def test_the_output_schema_is_a_hard_gate_before_the_judge(run_script):
     assert report.status == Terminal.SUCCESS
     first_failure = report.values["quality"]["repairs"][0]["problems"][0]
     assert first_failure == "output_schema: at (root): 'owner' is a required property"
+    assert report.values["quality"]["repairs"][0]["strategy"] == "FULL_REGENERATION"
     assert report.values["usage"]["calls_by_role"]["judge"] == 1
 
 

@@ -15,7 +15,7 @@ async def test_a_validation_failure_after_two_writes_compensates_both_in_reverse
     report = await run_script(
         {"planner": [PLAN_ONE_STEP], "actor": [step(calls=[WRITE_NEW]), step(calls=[OVERWRITE]), step("draft")],
          "judge": [JUDGE_FAIL], "critic": [CRITIC_FAIL]},
-        task={"acceptance_criteria": ["names the owner"], "budget": {"repairs": 0}},
+        task={"acceptance_criteria": ["names the owner"], "budget": {"repairs": 0}}, unattended=True,
     )
     assert report.status == Terminal.VALIDATION_FAIL
     assert [(item["call_id"], item["status"]) for item in report.result["compensations"]] == [("a1.0", "ok"), ("a0.0", "ok")]

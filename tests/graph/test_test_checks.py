@@ -39,4 +39,7 @@ async def test_a_failing_pytest_run_puts_the_failure_location_in_the_repair_prom
     assert repair[0] == "the tests pass: test_calc.test_add failed at test_calc.py:5: expected 3, got -1"
     feedback = [m.content for m in report.values["messages"] if m.type == "human" and "did not pass review" in m.content]
     assert "test_calc.py:5" in feedback[0]
+    located = json.loads(feedback[0].split("Diagnosis (JSON):\n", 1)[1])[0]
+    assert {key: located[key] for key in ("cause", "location", "expected", "actual", "strategy")} == {
+        "cause": "LOGIC_ERROR", "location": "test_calc.py:5", "expected": "3", "actual": "-1", "strategy": "MINIMAL_EDIT"}
     assert report.values["quality"]["verification"]["tests"] == {"passed": 1, "failed": 0, "errors": 0}

@@ -4,13 +4,17 @@
 from __future__ import annotations
 
 import json
+import re
+import sys
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from langgraph_sdk.client import LangGraphClient
 from pydantic import TypeAdapter
 
+from graph.elicitation import ElicitationAnswer
 from graph.status import Terminal
 from nodes.approve import ApprovalDecision
 from tests.graph.conftest import CRITIC_PASS, PLAN_ONE_STEP, step, workspace  # noqa: F401  (fixture)
@@ -20,6 +24,7 @@ GRAPH = "boundloop"
 DELETE = {"name": "workspace__delete_file", "args": {"path": "notes.md"}}
 MOVE = {"name": "workspace__move_file", "args": {"source": "notes.md", "destination": "old.md"}}
 RULES = {DELETE["name"]: "rule:coding_assistant.delete", MOVE["name"]: "rule:coding_assistant.move"}
+ASKING_SERVER = Path(__file__).parents[1] / "tools" / "servers" / "asking_server.py"
 ROLES = {"planner": [PLAN_ONE_STEP], "actor": [step(calls=[DELETE, MOVE]), step("done")], "critic": [CRITIC_PASS]}
 
 
@@ -132,6 +137,66 @@ async def test_a_resume_that_does_not_match_the_response_schema_is_refused(
     out = await client.runs.wait(thread_id, GRAPH, command={"resume": {by_tool[DELETE["name"]]: {"decision": "reject"}}}, raise_error=False)
     assert "__interrupt__" not in out and "__error__" not in out, _brief(out)
     assert (workspace / "old.md").exists()  # a valid answer to the same interrupt still goes through
+
+
+async def start_asking(client: LangGraphClient, server: DevServer, tmp_path: Path, workspace: Path) -> tuple[str, dict[str, Any]]:
+    """Start a run whose one call (asking__ask) stops at the server's question; the thread id and the interrupt."""
+    script = tmp_path / "asking.json"
+    roles = {"planner": [PLAN_ONE_STEP], "actor": [step(calls=[{"name": "asking__ask", "args": {}}]), step("done")], "critic": [CRITIC_PASS]}
+    script.write_text(json.dumps({"model_id": "scripted-test", "roles": roles}))
+    servers = {"mcpServers": {"asking": {"command": sys.executable, "args": [str(ASKING_SERVER)], "trusted": True, "protocol": "legacy"}}}
+    context = {"model": "scripted", "script": str(script), "workspace_root": str(workspace), "servers": servers}
+    thread_id = (await client.threads.create())["thread_id"]
+    out = await client.runs.wait(thread_id, GRAPH, input={"task": {"goal": "Ask the server"}}, context=context, raise_error=False)
+    [item] = out.get("__interrupt__") or [None]
+    assert item is not None, f"{_brief(out)}\n--- server log ---\n{server.log()}"
+    assert item["value"]["type"] == "elicitation" and item["value"]["message"] == "Which colour, and how many?"
+    return thread_id, item
+
+
+async def answered_with(client: LangGraphClient, thread_id: str) -> tuple[dict[str, Any], str]:
+    """The thread's values once it ended, and what the asking tool returned."""
+    values = (await client.threads.get_state(thread_id))["values"]
+    assert values["status"]["terminal"] == Terminal.SUCCESS, values.get("ending")
+    [asked] = [m for m in values["messages"] if m["type"] == "tool" and m["name"] == "asking__ask"]
+    return values, asked["content"]
+
+
+async def test_a_servers_question_waits_as_a_typed_interrupt_and_is_answered_through_the_api(
+    client: LangGraphClient, langgraph_dev: DevServer, tmp_path: Path, workspace: Path
+) -> None:
+    thread_id, item = await start_asking(client, langgraph_dev, tmp_path, workspace)
+    assert item["response_schema"] == TypeAdapter(ElicitationAnswer).json_schema()
+
+    answer = {"resume": {item["id"]: {"action": "accept", "content": {"colour": "red"}, "approver": "ana"}}}
+    out = await client.runs.wait(thread_id, GRAPH, command=answer, raise_error=False)
+    assert "__interrupt__" not in out and "__error__" not in out, _brief(out)
+    values, content = await answered_with(client, thread_id)
+    assert '{"action": "accept", "content": {"colour": "red", "count": 2}}' in content
+    assert values["usage"]["escalations"] == 1
+
+
+async def test_the_console_route_answers_a_servers_question_on_a_server_thread(
+    client: LangGraphClient, langgraph_dev: DevServer, tmp_path: Path, workspace: Path
+) -> None:
+    """`/console` on the server: the answer form resumes the thread through the server's API."""
+    thread_id, item = await start_asking(client, langgraph_dev, tmp_path, workspace)
+    call_id = item["value"]["call_id"]
+    async with httpx.AsyncClient(base_url=langgraph_dev.url, timeout=60.0) as http:
+        inbox = await http.get("/console/inbox")
+        [article] = re.findall(rf'<article class="request" data-call="{re.escape(call_id)}" data-run="{thread_id}">.*?</article>', inbox.text, re.S)
+        assert "Which colour, and how many?" in article and "driven by a LangGraph server" in article
+        fields = dict(re.findall(r'<input type="hidden" name="(\w+)" value="([^"]*)">', article))
+        decided = await http.post("/console/decide", data={**fields, "action": "answer", "answer": '{"colour": "green"}'},
+                                  headers={"Origin": langgraph_dev.url})
+        assert decided.status_code == 303, decided.text[:1000]
+        shown = (await http.get(decided.headers["location"])).text
+        assert f"approve {call_id}: the server continues the run" in shown, re.findall(r'<p class="(?:notice|error)[^>]*>.*?</p>', shown, re.S)
+
+    [run] = await client.runs.list(thread_id, limit=1)
+    await client.runs.join(thread_id, run["run_id"])
+    _, content = await answered_with(client, thread_id)
+    assert '{"action": "accept", "content": {"colour": "green", "count": 2}}' in content
 
 
 def _resolve(root: dict[str, Any], node: dict[str, Any]) -> dict[str, Any]:

@@ -26,23 +26,45 @@ async def bridge(log_dir: Path) -> AsyncIterator[MCPBridge]:
         yield started
 
 
-async def test_questions_stop_at_the_escalations_budget_shared_by_calls_sent_together(bridge: MCPBridge) -> None:
-    asked: list[str] = []
+def _scope(**fields: Any) -> client_features.CallScope:
+    return client_features.CallScope(run_id="r", tool="asking__ask", unattended=False, stops_for_questions=True, **fields)
 
-    async def human(question: dict[str, Any]) -> dict[str, Any]:
-        asked.append(question["tool"])
-        return {"action": "accept", "content": {"colour": "red", "count": 5}}
+
+async def test_a_question_stops_the_call_and_the_stored_answer_is_given_when_it_is_sent_again(bridge: MCPBridge) -> None:
+    scope = _scope(escalations_limit=1)
+    with client_features.calling(scope):
+        stopped = await client_features.until_question(scope, bridge.call("asking", "ask", {}, timeout_s=10))
+        assert stopped is None and scope.escalations == 1
+        question = scope.question
+        assert question is not None and question["message"] == "Which colour, and how many?" and question["schema"]["required"] == ["colour"]
+        assert question["key"] == client_features.question_key("asking", question["message"], question["schema"])
+        scope.answers[question["key"]] = {"action": "accept", "content": {"colour": "red"}}
+        answered = await client_features.until_question(scope, bridge.call("asking", "ask", {}, timeout_s=10))
+    assert answered is not None and json.loads(answered.text) == {"action": "accept", "content": {"colour": "red", "count": 2}}
+    assert scope.escalations == 1  # the stored answer asked nobody
+    assert [event["action"] for event in scope.events] == ["accept"]
+
+
+async def test_with_no_escalation_left_the_question_is_declined_without_stopping(bridge: MCPBridge) -> None:
+    scope = _scope(escalations_used=1, escalations_limit=1)
+    with client_features.calling(scope):
+        outcome = await client_features.until_question(scope, bridge.call("asking", "ask", {}, timeout_s=10))
+    assert outcome is not None and json.loads(outcome.text)["action"] == "decline" and scope.question is None
+    assert scope.events[0]["why"] == "no escalations left in budget.escalations"
+
+
+async def test_a_2025_question_during_several_calls_of_its_session_is_declined(bridge: MCPBridge) -> None:
+    """The server does not say which call asked, so no call can be stopped for it."""
 
     async def ask() -> dict[str, Any]:
-        scope = client_features.CallScope(run_id="r", tool="asking__ask", unattended=False, escalations_used=1,
-                                          escalations_limit=2, human=human)
+        scope = _scope(escalations_limit=None)
         with client_features.calling(scope):
-            return json.loads((await bridge.call("asking", "ask", {}, timeout_s=10)).text)
+            outcome = await client_features.until_question(scope, bridge.call("asking", "ask", {}, timeout_s=10))
+        assert outcome is not None and scope.question is None
+        return json.loads(outcome.text)
 
-    answers = await asyncio.gather(ask(), ask())
-    assert len(asked) == 1  # one question left in the budget, whichever call got it
-    assert sorted(answer["action"] for answer in answers) == ["accept", "decline"]
-    assert {"colour": "red", "count": 5} in [answer["content"] for answer in answers]
+    answers = await asyncio.wait_for(asyncio.gather(ask(), ask()), timeout=20)
+    assert [answer["action"] for answer in answers] == ["decline", "decline"]
 
 
 async def test_without_a_run_the_server_is_declined_and_sampling_is_not_offered(bridge: MCPBridge) -> None:

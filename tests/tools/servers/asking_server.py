@@ -5,6 +5,7 @@ announces `tools/list_changed`. For tests/tools/test_client_features.py."""
 from __future__ import annotations
 
 import json
+import sys
 
 from mcp.server import MCPServer
 from mcp.server.mcpserver import Context
@@ -27,6 +28,25 @@ async def ask(ctx: Context) -> str:
     """Ask the user for a colour and a count."""
     result = await ctx.session.elicit_form("Which colour, and how many?", SCHEMA)
     return json.dumps({"action": result.action, "content": result.content})
+
+
+@mcp.tool(annotations=ToolAnnotations(destructive_hint=False, idempotent_hint=False, open_world_hint=False))
+async def note(text: str, ctx: Context) -> str:
+    """Ask for a colour, then append `text` and the answer to the file named by the server's first argument (a side effect)."""
+    result = await ctx.session.elicit_form("Which colour, and how many?", SCHEMA)
+    if result.action != "accept":
+        return f"not noted: {result.action}"
+    with open(sys.argv[1], "a") as effects:
+        effects.write(f"{text} {result.content['colour']}\n")
+    return "noted"
+
+
+@mcp.tool(annotations=READ_ONLY)
+async def consult(ctx: Context) -> str:
+    """Ask the client's model, then the user."""
+    reply = await ctx.session.create_message([SamplingMessage(role="user", content=TextContent(type="text", text="advise"))], max_tokens=50)
+    result = await ctx.session.elicit_form("Which colour, and how many?", SCHEMA)
+    return json.dumps({"advice": reply.content.text, "action": result.action, "content": result.content})
 
 
 @mcp.tool(annotations=READ_ONLY)
