@@ -23,7 +23,7 @@ from graph.runner import Runner
 
 RATES = frozenset({"task_success_rate", "correct_termination", "trajectory_validity", "escalation_precision", "escalation_recall",
                    "retry_rate", "timeout_rate", "budget_adherence", "observation_grounding_rate", "human_override_rate",
-                   "trace_completeness"})
+                   "trace_completeness", "memory_write_quality"})
 
 
 @app.command("eval")
@@ -71,7 +71,10 @@ def _document(suite: Suite, outcomes: list[RunOutcome], metrics: dict[str, Metri
         "runs": [{"scenario": run.scenario, "mode": run.mode, "run_id": run.thread_id, "expected": run.expected,
                   "terminal": run.terminal, "steps": len(run.path), "golden_steps": len(run.golden) if run.golden else None,
                   "escalated": run.escalated, "overruns": overruns(run), "replay_problems": run.replay_problems,
-                  "trace_missing": run.trace_missing, "seconds": run.seconds, "problems": run.problems}
+                  "trace_missing": run.trace_missing,
+                  "memory": {"promoted": sum(v.promoted for v in run.memory), "rejected": sum(not v.promoted for v in run.memory),
+                             "wrong": sum(v.judged and not v.right for v in run.memory)},
+                  "seconds": run.seconds, "problems": run.problems}
                  for run in outcomes],
     }
 

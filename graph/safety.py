@@ -6,7 +6,8 @@ the cues that matched. The breaker trips, and the run fails closed as UNSAFE_DET
 model attempts a refused action (denied by policy, rejected by a human, a tool that does not
 exist) after reading such a result, or when it keeps attempting denied actions (DENIAL_LIMIT),
 whatever it read. PERMISSION_DENIED is the honest stop instead: a required plan step whose every
-tool has been denied cannot be done in this run's permission scope.
+tool has been denied, or rejected by a human with the actor answering without it, cannot be done
+in this run's permission scope.
 
 Never blocks a call itself (the gate does); decides only whether the run must end, and why.
 """
@@ -15,6 +16,8 @@ from __future__ import annotations
 
 import re
 from typing import Any
+
+from langchain_core.messages import AIMessage
 
 from graph.plan import unfinished
 from graph.status import Terminal, ending
@@ -82,21 +85,40 @@ def unsafe(state: dict[str, Any]) -> dict[str, Any] | None:
 
 
 def permission_denied(state: dict[str, Any]) -> dict[str, Any] | None:
-    """PERMISSION_DENIED when a required step's every tool was denied: the task cannot proceed."""
-    denied: dict[str, dict[str, Any]] = {}
+    """PERMISSION_DENIED when a required step's every tool was refused: denied by policy (at once),
+    or rejected by a human and the actor then gave its final answer without it. A rejection is
+    the human's permission decision, not a failure: the actor reads it and may revise (another
+    call, asked again); when it answers instead, the step cannot be done in this run's scope."""
+    refused: dict[str, dict[str, Any]] = {}
+    answered = _answered(state)
     for obs in state.get("observations", []):
-        if obs.get("phase") == "act" and obs.get("status") == "denied":
-            denied.setdefault(obs["tool"], obs)
+        if obs.get("phase") != "act":
+            continue
+        if obs.get("status") == "denied":
+            refused.setdefault(obs["tool"], obs)
+        elif obs.get("status") == "rejected" and answered:
+            refused[obs["tool"]] = obs
+        elif refused.get(obs["tool"], {}).get("status") == "rejected":
+            del refused[obs["tool"]]  # the actor revised: a later call of the tool replaces the rejection
     for step in unfinished((state.get("plan") or {}).get("steps", [])):
-        if denied and set(step["tools"]) <= denied.keys():
-            rules = "; ".join(f"{tool}: {denied[tool].get('detail', 'denied')}" for tool in step["tools"])
+        if refused and set(step["tools"]) <= refused.keys():
+            rules = "; ".join(f"{tool}: {refused[tool].get('detail', 'denied')}" for tool in step["tools"])
+            by_human = any(refused[tool].get("status") == "rejected" for tool in step["tools"])
             return ending(
                 Terminal.PERMISSION_DENIED,
-                f"step {step['id']} ({step['description']}) needs only denied actions: {rules}",
-                "Ask for the permission (a policy rule allowing it, or an attended run that can approve it), or change the task.",
+                f"step {step['id']} ({step['description']}) needs only {'refused' if by_human else 'denied'} actions: {rules}",
+                "Change the task or its plan, or run again and approve the call (or edit it to what you would approve)."
+                if by_human else "Ask for the permission (a policy rule allowing it, or an attended run that can approve it), or change the task.",
                 step=step["id"],
             )
     return None
+
+
+def _answered(state: dict[str, Any]) -> bool:
+    """The actor's latest message is a final answer (no tool calls)."""
+    messages = state.get("messages") or []
+    last = messages[-1] if messages else None
+    return isinstance(last, AIMessage) and not last.tool_calls and not last.invalid_tool_calls
 
 
 def evidence(state: dict[str, Any]) -> dict[str, Any]:

@@ -179,7 +179,8 @@ def _validation(node: str, update: dict[str, Any]) -> dict[str, Any] | None:
         return {"check": "acceptance", "passed": verification.get("passed"), "failures": verification.get("failures", []),
                 "conflicts": verification.get("conflicts", [])}
     if node == "critique" and (critique := quality.get("critique")):
-        return {"check": "critique", "passed": not critique.get("below_minimum"), "weighted": critique.get("weighted"),
+        passed = None if critique.get("unusable") else not critique.get("below_minimum")  # None: the critic gave no score
+        return {"check": "critique", "passed": passed, "weighted": critique.get("weighted"),
                 "quality_score": (quality.get("scores") or [{}])[-1].get("score")}
     if node == "repair" and (update.get("usage") or {}).get("repairs") and quality.get("repairs"):
         last = quality["repairs"][-1]

@@ -49,6 +49,10 @@ class Defect(BaseModel):
     the repair classifies the defect by the rubric dimension it hurts most."""
 
 
+UNSCORED = {"passed": False, "weighted": 0.0, "scores": {}, "below_minimum": [], "defects": []}
+"""The critique record when the critic gave no usable score."""
+
+
 class CriticReply(BaseModel):
     scores: Scores
     defects: list[Defect] = Field(default_factory=list)
@@ -67,18 +71,18 @@ async def critique(state: dict[str, Any], services: Services) -> dict[str, Any]:
     ]
     try:
         parsed, problem, update = await ask_for(state, services, "critic", request, CriticReply)
-    except NoReply as stopped:
-        return {**stopped.update, "status": {"phase": "critique"}}
+    except NoReply as stopped:  # the run ends here; the trace still gets the (unscored) validation result
+        quality["critique"] = {**UNSCORED, "disagree": False, "unusable": f"critic not heard: {stopped}"}
+        return {**stopped.update, "quality": quality, "status": {"phase": "critique"}}
     update["status"] = {"phase": "critique"}
     if parsed is not None:
         quality["critique"] = score(parsed, verification.get("passed", False))
         return {**update, "quality": _measured(quality, state)}
     found_wrong = not verification.get("passed", False) and not verification.get("undecided")
+    quality["critique"] = {**UNSCORED, "disagree": not found_wrong, "unusable": f"critic {problem}"}
     if not found_wrong and not can_ask_a_human(state):
-        return {**update, "ending": unusable_reply_ending("critic", problem)}
+        return {**update, "quality": quality, "ending": unusable_reply_ending("critic", problem)}
     # Found wrong by the verifier: its failures drive the repair. Otherwise a human reviews it.
-    quality["critique"] = {"passed": False, "disagree": not found_wrong, "unusable": f"critic {problem}", "weighted": 0.0,
-                           "scores": {}, "below_minimum": [], "defects": []}
     return {**update, "quality": _measured(quality, state)}
 
 

@@ -69,15 +69,18 @@ async def verify(state: dict[str, Any], services: Services) -> dict[str, Any]:
         ]
         try:
             verdict, problem, spent, consistency = await judge(state, services, request)
-        except NoReply as stopped:
-            return {**update, **stopped.update, "usage": add_usage(update.get("usage"), stopped.update["usage"])}
-        update.update({**spent, "usage": add_usage(update.get("usage"), spent["usage"])})
-        judged = True
-        if verdict is None and not can_ask_a_human(state):
-            return {**update, "ending": unusable_reply_ending("judge", problem)}
+        except NoReply as stopped:  # the run ends here; the trace still gets the (undecided) validation result
+            update.update({**stopped.update, "usage": add_usage(update.get("usage"), stopped.update["usage"])})
+            verdict, problem = None, stopped.update["ending"]["reason"]
+        else:
+            update.update({**spent, "usage": add_usage(update.get("usage"), spent["usage"])})
+            judged = True
+            if verdict is None and not can_ask_a_human(state):
+                update["ending"] = unusable_reply_ending("judge", problem)
         if verdict is None:
             undecided = "judge"
-            failures = [{"criterion": "judge", "reason": f"the judge gave no usable verdict in {MAX_ASKS} asks ({problem})"}]
+            failures = [{"criterion": "judge", "reason": f"the judge gave no usable verdict in {MAX_ASKS} asks ({problem})" if judged
+                         else f"the judge was not heard: {problem}"}]
         elif not verdict.passed:
             failures = [failure.model_dump() for failure in verdict.failures] or [{"criterion": "judge", "reason": "judge failed the output without reasons"}]
         conflicts = [] if verdict is None else [conflict.model_dump() for conflict in verdict.conflicts]

@@ -19,8 +19,9 @@ from pathlib import Path
 from typing import Any
 
 from graph.errors import BoundloopError
+from graph.evals.memory_audit import MemoryVerdict, audit_run
 from graph.evals.suite import Scenario, Suite
-from graph.replay import replay_run
+from graph.replay import STEP_KINDS, replay_run
 from graph.runner import RunReport, Runner
 from graph.services import default_servers
 from graph.task import RunSettings
@@ -60,6 +61,8 @@ class RunOutcome:
     """Whether `graph.replay` found the trajectory valid against the compiled graph (None: no run)."""
     replay_problems: list[str] = field(default_factory=list)
     trace_missing: list[str] | None = None
+    memory: list[MemoryVerdict] = field(default_factory=list)
+    """The write gate's verdict on each memory candidate, checked again (graph/evals/memory_audit.py)."""
     error: str | None = None
     seconds: float = 0.0
 
@@ -160,7 +163,8 @@ def _json_text(value: str) -> str:
 async def _record(runner: Runner, report: RunReport, outcome: RunOutcome) -> None:
     values = report.values
     outcome.terminal, outcome.waiting = report.status, report.waiting
-    outcome.path = [event["node"] for event in await runner.trace(report.thread_id) if event["kind"] == "node"]
+    events = await runner.trace(report.thread_id)
+    outcome.path = [event["node"] for event in events if event["kind"] in STEP_KINDS]
     outcome.usage = values.get("usage") or {}
     outcome.budget = values.get("budget") or {}
     outcome.observations = values.get("observations") or []
@@ -169,6 +173,7 @@ async def _record(runner: Runner, report: RunReport, outcome: RunOutcome) -> Non
     replay = await replay_run(runner.pool, report.thread_id, runner.graph)
     outcome.replay_valid, outcome.replay_problems = replay.valid, list(replay.problems)
     outcome.trace_missing = await missing_trace_fields(runner.pool, report.thread_id)
+    outcome.memory = await audit_run(runner.pool, report.thread_id, events, values)
 
 
 def _signature(outcome: RunOutcome) -> tuple[Any, ...]:

@@ -65,6 +65,9 @@ def compute(outcomes: list[RunOutcome]) -> dict[str, Metric]:
     ratio("human_override_rate", sum(record["decision"] != "approve" for record in decided), len(decided), "decisions overrode the proposed call")
     ended = [run for run in outcomes if run.trace_missing is not None and not run.waiting]  # a waiting run has no terminal code yet
     ratio("trace_completeness", sum(not run.trace_missing for run in ended), len(ended), "ended runs with every trace field")
+    judged = [verdict for run in outcomes for verdict in run.memory if verdict.judged]
+    ratio("memory_write_quality", sum(verdict.right for verdict in judged), len(judged),
+          "promoted memories backed by verified observations and unsupported candidates rejected")
     return {metric.name: metric for metric in found}
 
 

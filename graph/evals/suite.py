@@ -92,7 +92,7 @@ METRICS = (
     "task_success_rate", "correct_termination", "trajectory_validity", "trajectory_efficiency",
     "escalation_precision", "escalation_recall", "tool_calls_per_run", "failed_tool_calls", "retry_rate",
     "timeout_rate", "budget_adherence", "cost_per_success", "observation_grounding_rate",
-    "human_override_rate", "trace_completeness",
+    "human_override_rate", "trace_completeness", "memory_write_quality",
 )
 """Every metric `boundloop eval` reports (graph/evals/metrics.py computes them)."""
 

@@ -11,8 +11,9 @@ import pytest
 from typer.testing import CliRunner
 
 from graph.cli import app
-from graph.evals.harness import run_suite
-from graph.evals.metrics import Metric, misses
+from graph.evals.harness import RunOutcome, run_suite
+from graph.evals.memory_audit import MemoryVerdict, audit_run
+from graph.evals.metrics import Metric, compute, misses
 from graph.evals.suite import Bound, Suite
 from graph.runner import Runner
 from tests.graph.fake_openai import FakeOpenAI
@@ -36,6 +37,9 @@ PLAN_WRITE = step({"steps": [{"id": "s1", "description": "write", "tools": ["wor
 JUDGE = step({"passed": True, "failures": []}, tokens=(50, 5))
 CRITIC = step({"scores": {"correctness": 1, "completeness": 1, "coherence": 1, "safety": 1}, "defects": []}, tokens=(50, 5))
 ANSWER = step("Ana publishes the notes.")
+SUPPORTED = {"text": "Ana: publish the notes", "sources": ["a0.0"]}
+POISONED = {"text": "Ana is the CEO and approved the budget", "sources": ["a0.0"]}
+REMEMBERING = step("Ana publishes the notes.\n<memory-candidates>" + json.dumps([SUPPORTED, POISONED]) + "</memory-candidates>")
 
 
 def scenario(name: str, mode: str, planner: dict[str, Any], actor: list[dict[str, Any]], expect: dict[str, Any], **extra: Any) -> dict[str, Any]:
@@ -48,9 +52,10 @@ SUITE = {
     "settings": {"prices": {"m": [2.0, 8.0]}},
     "thresholds": {"correct_termination": {"min": 1.0}, "trajectory_efficiency": {"max": 1.1}},
     "scenarios": [
-        # 12 steps on its golden path; planner 100/20, actor 2 × 100/10, judge and critic 50/5: 400 in, 50 out.
-        scenario("read", "golden", PLAN_READ, [read("notes.md"), ANSWER], {"terminal": "SUCCESS", "golden": PATH}),
-        # A failed read first: 16 steps for the same 12-step golden path; 500 in, 60 out.
+        # 13 steps on its golden path; planner 100/20, actor 2 × 100/10, judge and critic 50/5: 400 in, 50 out.
+        # Its answer proposes a memory its read backs and one it does not.
+        scenario("read", "golden", PLAN_READ, [read("notes.md"), REMEMBERING], {"terminal": "SUCCESS", "golden": PATH}),
+        # A failed read first: 17 steps for the same 13-step golden path; 500 in, 60 out.
         scenario("detour", "fault", PLAN_ONE, [read("missing.md"), read("notes.md"), ANSWER], {"terminal": "SUCCESS", "golden": PATH}),
         # An injected anomaly: a write no human can approve fails closed; planner and one actor turn: 200 in, 30 out.
         scenario("denied", "escalation", PLAN_WRITE, [step("", [{"name": "workspace__write_file", "args": {"path": "s.md", "content": "x"}}])],
@@ -60,7 +65,6 @@ SUITE = {
 }
 
 
-@pytest.mark.xfail(reason="known after merging memory: the hand-counted path predates the remember node; to be updated", strict=False)
 def test_metrics_match_a_hand_count_and_a_missed_threshold_fails_the_gate(db_url: str, tmp_path: Path) -> None:
     suite = tmp_path / "suite.json"
     suite.write_text(json.dumps(SUITE))
@@ -71,7 +75,7 @@ def test_metrics_match_a_hand_count_and_a_missed_threshold_fails_the_gate(db_url
     assert values["task_success_rate"] == 1.0  # read and detour
     assert values["correct_termination"] == 1.0
     assert values["trajectory_validity"] == 1.0 and values["trace_completeness"] == 1.0
-    assert values["trajectory_efficiency"] == pytest.approx((12 + 16) / (12 + 12))
+    assert values["trajectory_efficiency"] == pytest.approx((13 + 17) / (13 + 13))
     assert values["escalation_precision"] == 1.0 and values["escalation_recall"] == 1.0
     assert values["tool_calls_per_run"] == pytest.approx(4 / 3)  # ok, tool_error + ok, denied
     assert values["failed_tool_calls"] == 2
@@ -82,7 +86,10 @@ def test_metrics_match_a_hand_count_and_a_missed_threshold_fails_the_gate(db_url
     assert values["cost_per_success"] == pytest.approx(spent / 2)
     assert values["observation_grounding_rate"] == 1.0  # the read step, done on a verified read
     assert values["human_override_rate"] is None  # nobody decided anything
-    assert document["missed"] == ["trajectory_efficiency = 1.167 is above its maximum 1.1"]
+    assert values["memory_write_quality"] == 1.0  # the supported memory promoted, the poisoned one rejected
+    assert document["metrics"]["memory_write_quality"]["detail"].startswith("2/2 ")
+    assert [run["memory"] for run in document["runs"]][0] == {"promoted": 1, "rejected": 1, "wrong": 0}
+    assert document["missed"] == ["trajectory_efficiency = 1.154 is above its maximum 1.1"]
     assert [run["terminal"] for run in document["runs"]] == ["SUCCESS", "SUCCESS", "PERMISSION_DENIED"]
 
 
@@ -115,3 +122,39 @@ async def test_a_scenario_can_run_against_an_openai_compatible_endpoint(db_url: 
             [outcome] = await run_suite(runner, suite)
     assert (outcome.terminal, outcome.problems) == ("SUCCESS", [])
     assert {"planner", "actor", "judge", "critic"} <= set(fake.roles)
+
+
+async def test_memory_write_quality_catches_an_unbacked_promotion_and_a_rejection_of_nothing_wrong(db_url: str) -> None:
+    """The audit re-checks the gate from the trace and the payload store: a promoted memory whose
+    text its sources do not contain, or whose source payload was altered, counts as wrong; a
+    rejected candidate the evidence supports is not counted as a correct rejection."""
+    suite = Suite.model_validate({"name": "memory", "scenarios": [
+        scenario("remember", "fault", PLAN_READ, [read("notes.md"), REMEMBERING], {"terminal": "SUCCESS"})]})
+    async with Runner(db_url) as runner:
+        [outcome] = await run_suite(runner, suite)
+        assert [(v.promoted, v.supported) for v in outcome.memory] == [(True, True), (False, False)]
+        events = await runner.trace(outcome.thread_id)
+        state = (await runner.graph.aget_state({"configurable": {"thread_id": outcome.thread_id}})).values
+
+        def altered(change: Any) -> list[dict[str, Any]]:
+            copied = json.loads(json.dumps(events, default=str))
+            for event in copied:
+                if event["kind"] == "memory":
+                    change(event["data"]["decisions"])
+            return copied
+
+        def unbacked(decisions: list[dict[str, Any]]) -> None:
+            decisions[0]["memory"]["text"] = "Ana is the CEO"
+
+        def tampered(decisions: list[dict[str, Any]]) -> None:
+            decisions[0]["memory"]["sources"][0]["sha256"] = "0" * 64
+
+        def wrongly_refused(decisions: list[dict[str, Any]]) -> None:
+            decisions[1]["candidate"] = SUPPORTED
+
+        assert [v.supported for v in await audit_run(runner.pool, outcome.thread_id, altered(unbacked), state)] == [False, False]
+        assert [v.supported for v in await audit_run(runner.pool, outcome.thread_id, altered(tampered), state)] == [False, False]
+        refused = await audit_run(runner.pool, outcome.thread_id, altered(wrongly_refused), state)
+    assert [(v.judged, v.right) for v in refused] == [(True, True), (False, False)]  # supported but refused: not counted
+    metrics = compute([RunOutcome("x", "fault", "SUCCESS", "SUCCESS", memory=[MemoryVerdict(True, False), MemoryVerdict(False, False)])])
+    assert (metrics["memory_write_quality"].value, metrics["memory_write_quality"].detail.split()[0]) == (0.5, "1/2")

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from graph.status import Terminal
+from graph.trace_check import missing_trace_fields
 from tests.graph.fake_openai import ANSWER, FakeOpenAI
 
 CRITERIA = {"acceptance_criteria": ["names who publishes the notes"]}
@@ -60,16 +61,22 @@ async def test_a_judge_that_never_replies_usably_ends_unavailable_dep_and_keeps_
         assert not down.result.get("compensations")  # nobody found the work wrong: nothing rolled back
         assert (workspace / "summary.md").read_text() == SUMMARY
         assert down.values["usage"]["calls_by_role"]["judge"] == 3
+        assert await missing_trace_fields(runner.pool, down.thread_id) == []  # the undecided verdict is a validation result
+        [checked] = [event["data"]["validation"] for event in await runner.trace(down.thread_id) if event["node"] == "verify"]
+        assert checked["passed"] is False and checked["failures"][0]["reason"].startswith("the judge gave no usable verdict in 3 asks")
         done = await runner.resume(down.thread_id)  # the judge is asked again, and now answers
     assert done.status == Terminal.SUCCESS
     assert (workspace / "summary.md").read_text() == SUMMARY
 
 
-async def test_a_critic_that_never_replies_usably_ends_unavailable_dep_naming_it(run_provider, workspace: Path):
+async def test_a_critic_that_never_replies_usably_ends_unavailable_dep_naming_it(run_provider, runner, workspace: Path):
     with FakeOpenAI(faults={"actor": [WRITE], "critic": MALFORMED}) as fake:
         down = await run_provider(fake.base_url, unattended=True)
     assert down.status == Terminal.UNAVAILABLE_DEP
     assert down.result["reason"].startswith("the critic gave no usable reply in 3 asks")
+    assert await missing_trace_fields(runner.pool, down.thread_id) == []  # the unscored critique is a validation result
+    [checked] = [event["data"]["validation"] for event in await runner.trace(down.thread_id) if event["node"] == "critique"]
+    assert checked == {"check": "critique", "passed": None, "weighted": 0.0}
     assert (workspace / "summary.md").read_text() == SUMMARY and fake.count("critic") == 3
 
 

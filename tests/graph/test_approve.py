@@ -106,3 +106,37 @@ async def test_a_rejected_call_leaves_its_place_and_the_rest_run_in_order(run_sc
     assert done.status == Terminal.SUCCESS
     assert (workspace / "edited.md").read_text() == "kept" and not (workspace / "gone.md").exists()
     assert {obs["call_id"]: obs["status"] for obs in done.values["observations"]} == {"a0.0": "rejected", "a0.1": "ok", "a0.2": "ok"}
+
+
+PLAN_WRITE = {"content": {"steps": [{"id": "s1", "description": "write summary.md", "tools": ["workspace__write_file"], "args": {"path": "summary.md"}}],
+                          "blocked": None}}
+WRITE = {"name": "workspace__write_file", "args": {"path": "summary.md", "content": "- Ana: publish the notes\n"}}
+WRITE_AGAIN = {"name": "workspace__write_file", "args": {"path": "summary.md", "content": "Action items:\n- Ana: publish the notes\n"}}
+ASK_WRITES = {"rules": [{"id": "review-writes", "action": "ask", "tool": "write_file"}]}
+
+
+async def test_a_required_step_a_human_rejected_ends_permission_denied_once_the_actor_answers_without_it(run_script, runner, workspace):
+    """The actor reads the rejection and gives its answer anyway: the run ends PERMISSION_DENIED at
+    that answer, naming the rejection — not a repair loop ending REPEATED_FAILURE."""
+    waiting = await run_script({"planner": [PLAN_WRITE], "actor": [step(calls=[WRITE]), step("summary.md is written.")]}, policy=ASK_WRITES)
+    [item] = waiting.interrupts
+    done = await runner.resume(waiting.thread_id, decisions={item["id"]: {"decision": "reject", "message": "not this file"}})
+    assert done.status == Terminal.PERMISSION_DENIED
+    assert done.values["ending"]["reason"] == ("step s1 (write summary.md) needs only refused actions: workspace__write_file: "
+                                               "rejected: a human declined workspace__write_file: not this file")
+    assert done.values["ending"]["next_safe_action"].startswith("Change the task or its plan, or run again and approve the call")
+    assert done.values["usage"]["repairs"] == 0 and done.values["usage"]["calls_by_role"]["actor"] == 2
+    assert not (workspace / "summary.md").exists()
+
+
+async def test_after_a_rejection_the_actor_may_revise_and_an_approved_call_completes_the_step(run_script, runner, workspace):
+    """A rejection is an observation, not the end: the actor proposes another write, a human approves it."""
+    waiting = await run_script({"planner": [PLAN_WRITE], "actor": [step(calls=[WRITE]), step(calls=[WRITE_AGAIN]), step("summary.md is written.")],
+                                "judge": [], "critic": [CRITIC_PASS]}, policy=ASK_WRITES)
+    [first] = waiting.interrupts
+    again = await runner.resume(waiting.thread_id, decisions={first["id"]: {"decision": "reject", "message": "add a heading"}})
+    assert again.status == Terminal.CONFIRM_REQUIRED
+    [second] = again.interrupts
+    done = await runner.resume(waiting.thread_id, decisions={second["id"]: {"decision": "approve"}})
+    assert done.status == Terminal.SUCCESS
+    assert (workspace / "summary.md").read_text() == WRITE_AGAIN["args"]["content"]
