@@ -76,7 +76,7 @@ async def test_a_critic_that_never_replies_usably_ends_unavailable_dep_naming_it
     assert down.result["reason"].startswith("the critic gave no usable reply in 3 asks")
     assert await missing_trace_fields(runner.pool, down.thread_id) == []  # the unscored critique is a validation result
     [checked] = [event["data"]["validation"] for event in await runner.trace(down.thread_id) if event["node"] == "critique"]
-    assert checked == {"check": "critique", "passed": None, "weighted": 0.0}
+    assert checked == {"check": "critique", "passed": None, "weighted": 0.0, "quality_score": None}  # unscored: no quality score either
     assert (workspace / "summary.md").read_text() == SUMMARY and fake.count("critic") == 3
 
 
