@@ -109,5 +109,5 @@ def score(reply: CriticReply, verified: bool) -> dict[str, Any]:
         "weighted": weighted,
         "scores": scores,
         "below_minimum": below,
-        "defects": [defect.model_dump() for defect in reply.defects],
+        "defects": [defect.model_dump(mode="json") for defect in reply.defects],
     }

@@ -37,6 +37,8 @@ async def test_a_retrieval_gap_named_by_the_critic_sends_the_actor_to_gather_evi
     [(line, diagnosis)] = feedback(report)
     assert line.startswith("Your answer did not pass review. Repair strategy RE_RETRIEVE: Gather more evidence first")
     assert diagnosis == [{"cause": "RETRIEVAL_GAP", "problem": "says nothing the notes support", "hint": "read notes.md", "strategy": "RE_RETRIEVE"}]
+    checkpointed = report.values["quality"]["repairs"][0]["diagnosis"][0]["cause"]
+    assert type(checkpointed) is str, "a class is kept as plain text: an enum in the checkpoint is an unregistered msgpack type"
 
 
 async def test_a_check_whose_tool_fails_is_a_tool_failure_retried_with_the_tool(run_script, workspace):
