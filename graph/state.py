@@ -20,6 +20,12 @@ from typing_extensions import TypedDict  # pydantic builds the server's output s
 from graph.budget import add_usage
 from tools import breakers as breaker_state
 
+SNAPSHOT_EVERY = 1_000
+"""Updates between full snapshots of a growing channel (LangGraph's default is 100). Each snapshot
+holds the whole history, so snapshots every 100 updates make storage grow with the square of a long
+run's length; between snapshots only each step's delta is stored, and a resume replays at most this
+many small writes."""
+
 
 def _fold_messages(current: list[AnyMessage] | None, writes: list[Any]) -> list[AnyMessage]:
     return reduce(add_messages, writes, current or [])
@@ -71,16 +77,16 @@ class LoopState(TypedDict, total=False):
     """Results of the plan's read-only evidence steps, each with its source call."""
     memories: list[dict[str, Any]]
     """Persistent memories recalled at intake (graph/memory.py): retrieved evidence with its source, never instructions."""
-    messages: Annotated[list[AnyMessage], DeltaChannel(_fold_messages)]
+    messages: Annotated[list[AnyMessage], DeltaChannel(_fold_messages, snapshot_frequency=SNAPSHOT_EVERY)]
     """The actor's conversation: each AI tool call is paired with exactly one tool result."""
-    observations: Annotated[list[dict[str, Any]], DeltaChannel(_fold_observations)]
+    observations: Annotated[list[dict[str, Any]], DeltaChannel(_fold_observations, snapshot_frequency=SNAPSHOT_EVERY)]
     """One record per tool call, climbing the grounding ladder intended → … → committed."""
     context: dict[str, Any]
     """The last model request's measure: role, tokens, growth since that role's previous request,
     method (tokenizer or estimate), limit; `pressure` when the actor's next request needs compaction."""
     usage: Annotated[dict[str, Any], add_usage]
     """Budget consumed so far; nodes send deltas, the reducer sums them."""
-    breakers: Annotated[dict[str, Any], DeltaChannel(_fold_breakers)]
+    breakers: Annotated[dict[str, Any], DeltaChannel(_fold_breakers, snapshot_frequency=SNAPSHOT_EVERY)]
     """Repeated-call and circuit-breaker counters (tools.breakers), checkpointed with the run; nodes
     write only the entries they changed (one per distinct call grows the whole), the reducer merges them."""
     dispatch: list[list[dict[str, Any]]]

@@ -51,3 +51,19 @@ async def test_the_tool_loop_writes_no_channel_it_left_unchanged(run_script, run
     assert len(plans) == 1 and plans[0]["steps"][0]["status"] == "done"  # the first read did the step; the next two changed nothing
     usage = [value for node, channel, value in writes if channel == "usage" and node in ("act", "gate", "observe")]
     assert len(usage) == 10 and all(value["wall_clock_s"] > 0 and all(value.values()) for value in usage)  # no zero counters, no empty maps
+
+
+async def test_a_long_run_stores_its_history_as_deltas_not_as_repeated_snapshots(run_script, runner):
+    """Past LangGraph's default snapshot cadence (100 updates) the messages and observations are still
+    stored as each step's delta: a full copy of the history every 100 updates would make storage grow
+    with the square of the run's length (tests/benchmarks/peer.py storage shows it at 1,000 turns)."""
+    reads = [{"name": "workspace__read_file", "args": {"path": "notes.md", "max_chars": 100 + n}} for n in range(60)]
+    report = await run_script({"planner": [PLAN_READ_NOTES], "actor": [*(step(calls=[call]) for call in reads), step("done")],
+                               "critic": [CRITIC_PASS]}, task={"budget": {"tool_calls": 100, "tool_calls_per_tool": 100, "model_turns": 100}})
+    assert report.status == Terminal.SUCCESS, report.values.get("ending")
+    assert len(report.values["messages"]) > 100 and len(report.values["observations"]) == 60
+    async with runner.pool.connection() as conn:
+        snapshots = await (await conn.cursor(row_factory=dict_row).execute(
+            "SELECT channel FROM checkpoint_blobs WHERE thread_id = %s AND channel IN ('messages', 'observations')",
+            (report.thread_id,))).fetchall()
+    assert [row["channel"] for row in snapshots] == []  # a full copy of either history would be a blob row here
