@@ -119,6 +119,11 @@ def route_tool_calls(state: dict[str, Any]) -> list[Send] | Literal["act", "plan
     for wave in state.get("dispatch") or []:
         if runnable := [ready for call in wave if (ready := _runnable(call, decided)) is not None]:
             return [Send("execute", _payload(state, call)) for call in runnable]
+    return _next_model_step(state)
+
+
+def _next_model_step(state: dict[str, Any]) -> Literal["plan", "act", "escalate", "finalize"]:
+    """The planner when a re-plan is pending (a stuck step, a repair's REPLAN), else the actor."""
     if not may_call_model(state):
         return stop(state)
     return "plan" if (state.get("plan") or {}).get("replan") else "act"
@@ -155,9 +160,7 @@ def route_after_critique(state: dict[str, Any]) -> Literal["commit", "repair", "
 
 def route_after_repair(state: dict[str, Any]) -> Literal["plan", "act", "escalate", "finalize"]:
     """To the planner when the repair strategy is REPLAN (nodes/repair.py), else back to the actor."""
-    if not may_call_model(state):
-        return stop(state)
-    return "plan" if (state.get("plan") or {}).get("replan") else "act"
+    return _next_model_step(state)
 
 
 def route_after_commit(state: dict[str, Any]) -> Literal["remember", "escalate", "finalize"]:
