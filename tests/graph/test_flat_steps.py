@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 
-from graph import context
+from graph import context, progress, safety, tripwires
 from graph.status import Terminal
 from tests.graph.conftest import CRITIC_PASS, JUDGE_PASS
 
@@ -84,6 +84,58 @@ def test_a_tokenizer_counts_each_message_once_with_its_framing(monkeypatch, text
     assert tokens == sum(words(context.message_text(m)) for m in history) + context.TOKENS_PER_MESSAGE * len(history)
     texts_counted.clear()
     assert context.measure("gpt-x", history)[0] == tokens and texts_counted == []
+
+
+class CountingObservation(dict):
+    """An observation that counts the guards' reads of its fields."""
+
+    reads = 0
+
+    def get(self, key: Any, default: Any = None) -> Any:
+        CountingObservation.reads += 1
+        return super().get(key, default)
+
+
+def observations(count: int) -> list[dict[str, Any]]:
+    return [CountingObservation(call_id=f"a{n}.0", phase="act", tool="workspace__read_file", args_hash=str(n),
+                                status="ok", stage="verified", instructions=[]) for n in range(count)]
+
+
+def guard_reads(count: int) -> int:
+    state = {"observations": observations(count), "messages": [], "usage": {"calls_by_role": {"actor": 3}},
+             "plan": {"steps": [{"id": "s1", "description": "read", "tools": ["workspace__read_file"], "status": "in_progress"}]}}
+    CountingObservation.reads = 0
+    assert tripwires.tripped(state) is None
+    return CountingObservation.reads
+
+
+def test_the_guards_read_a_long_history_in_two_cheap_passes():
+    """One per refusal check (safety and permission each ask whether anything was refused); the
+    loop check reads back to the latest progress only. It was six passes and more."""
+    assert guard_reads(100) <= 2 * 100 + 5
+    assert guard_reads(1000) <= 2 * 1000 + 5
+
+
+def test_the_guards_still_trip_on_a_long_history():
+    calls = observations(500)
+    calls += [CountingObservation(call_id=f"a{500 + n}.0", phase="act", tool="workspace__write_file", args_hash="w",
+                                  status="denied", detail="policy") for n in range(3)]
+    state = {"observations": calls, "messages": [], "plan": {"steps": []}}
+    assert tripwires.tripped(state)["code"] == Terminal.UNSAFE_DETECTION  # three denials, whatever came before
+    failing = observations(500) + [CountingObservation(call_id=f"a{500 + n}.0", phase="act", tool="t", args_hash="h",
+                                                       status="tool_error") for n in range(3)]
+    assert tripwires.repeated_failure({"observations": failing})["code"] == Terminal.REPEATED_FAILURE
+    progress_between = [*failing[:-1], CountingObservation(call_id="a900.0", phase="act", tool="t", status="ok", stage="verified"), failing[-1]]
+    assert tripwires.repeated_failure({"observations": progress_between}) is None  # a verified call resets the count
+    assert safety.refused_any({"observations": []}) is False
+
+
+def test_the_progress_line_names_recent_calls_without_reading_the_history():
+    known = observations(1000)
+    CountingObservation.reads = 0
+    line = progress.phase_progress("observe", {"observations": [{"call_id": "a999.0", "stage": "verified"}]}, {}, None, known)
+    assert line["tools"] == [{"tool": "workspace__read_file", "status": "verified"}]
+    assert CountingObservation.reads <= 2
 
 
 async def test_a_long_run_tokenises_the_same_few_messages_per_request(run_script, monkeypatch):
