@@ -170,3 +170,14 @@ async def test_a_long_run_tokenises_the_same_few_messages_per_request(run_script
     assert all(tokens == whole for _, _, tokens, whole in requests)  # metered on the whole request
     late = [computed for _, computed, _, _ in actor_requests[5:]]
     assert max(late) <= 4, f"messages tokenised per request grow with the history: {late}"
+
+
+def test_an_empty_messages_write_leaves_the_conversation_as_it_is():
+    """The gate writes `messages: []` every turn; folding it must not copy the whole conversation."""
+    from graph.state import _fold_messages
+
+    history = [message for n in range(100) for message in turn(n)]
+    assert _fold_messages(history, [[]]) is history
+    grown = _fold_messages(history, [[], [AIMessage("done", id="end")]])
+    assert [message.id for message in grown] == [*(message.id for message in history), "end"]
+    assert _fold_messages(None, [[]]) == []
