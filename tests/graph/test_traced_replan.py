@@ -65,3 +65,29 @@ async def test_a_check_failing_on_s2s_file_replans_s2_and_s3_only_and_s1_runs_on
             "- s3: read the summary back (done, but verification traced a failure to it or to a step it depends on)") in planner_brief
     traced = [event["data"]["replan"] for event in await runner.trace(report.thread_id) if "replan" in event["data"]]
     assert traced == [revision]
+
+
+async def test_a_step_the_critic_names_is_reopened_and_a_step_it_invents_is_ignored(run_script, runner, workspace):
+    """No check: the critic traces its defect to s2 (and names s9, which the plan lacks). The second
+    repair re-plans s2 and its dependent s3; s1 keeps its one call; s9 is noted, never trusted."""
+    critic_fail = step({"scores": {"correctness": 0.5, "completeness": 0.5, "coherence": 0.9, "safety": 1},
+                        "defects": [{"problem": "the summary does not name the owner", "step": "s2"}, {"problem": "no owner", "step": "s9"}]})
+    repaired = [{"id": "s2", "description": "write the summary with the owner", "tools": ["workspace__write_file"],
+                 "args": {"path": "summary.md"}, "depends_on": ["s1"]}]
+    report = await run_script(
+        {"planner": [step({"steps": STEPS}), step({"steps": repaired})],
+         "actor": [step(calls=[write("a.md", "A\\n")]), step(calls=[write("summary.md", "someone publishes\\n")]), step(calls=[read("summary.md")]),
+                   step("summary written"), step("summary written, again"), step(calls=[write("summary.md", "Ana publishes\\n")]), step("Ana publishes")],
+         "critic": [critic_fail, critic_fail, CRITIC_PASS]},
+        policy=ALLOW_WRITES, task={"budget": {"side_effects": 10}}, unattended=True,
+    )
+    assert report.status == Terminal.SUCCESS, report.values["ending"]
+    diagnosis = report.values["quality"]["repairs"][-1]["diagnosis"]
+    assert [(defect.get("step"), defect.get("ignored_step")) for defect in diagnosis] == [("s2", None), (None, "s9")]
+    plan = report.values["plan"]
+    assert [(s["id"], s["description"], s["status"]) for s in plan["steps"]] == [
+        ("s1", "write a.md", "done"), ("s2", "write the summary with the owner", "done")]
+    [revision] = plan["revisions"]
+    assert (revision["replaced"], revision["traced"], revision["reopened"], revision["kept"]) == (["s2", "s3"], ["s2"], ["s2", "s3"], ["s1"])
+    assert [obs["call_id"] for obs in report.values["observations"] if obs.get("step_id") == "s1"] == ["a0.0"]
+    assert [entry.call_id for entry in await store.run_ledger(runner.pool, report.thread_id) if entry.step_id == "s1"] == ["a0.0"]
