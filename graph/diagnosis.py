@@ -11,7 +11,7 @@ likely to work), then escalates one rung each time the same class comes back aft
     FULL_REGENERATION, RE_RETRIEVE, RETRY_TOOL → REPLAN → HUMAN
 
 A repair round uses the strongest strategy any of its defects needs. A defect keeps the plan step it
-was traced to (`step`, graph/fault_trace.py): a REPLAN round replaces that step, not the whole plan.
+was traced to (`step`, graph/fault_trace.py): a REPLAN round reopens that step and its dependents.
 Pure functions only.
 """
 

@@ -7,8 +7,9 @@ unattended run then ends UNAVAILABLE_DEP naming the role, and keeps its work.
 
 The critic sees the task, the output, the evidence and the verifier's findings — never the
 actor's messages. It names a root-cause class per defect (graph/diagnosis.py) and, where it can
-tell, the plan step that produced it (checked against the plan: graph/fault_trace.py). Its verdict passes only when every dimension meets its minimum (an L∞ gate:
-no dimension may be traded for another), and verification passed too.
+tell, the plan step that produced it (checked against the plan: graph/fault_trace.py). Its verdict
+passes only when every dimension meets its minimum (an L∞ gate: no dimension may be traded for
+another), and verification passed too.
 """
 
 from __future__ import annotations
