@@ -4,6 +4,8 @@ malformed or missing reply falls back to the deterministic signals; every check 
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from graph import goal_check
@@ -11,6 +13,7 @@ from graph.replay import replay_run
 from graph.status import Terminal
 from graph.trace_check import missing_trace_fields
 from tests.graph.conftest import CRITIC_PASS, PLAN_ONE_STEP, READ_NOTES, step
+from tests.graph.fake_openai import ANSWER, FakeOpenAI
 
 FINAL = step("Ana publishes the notes.")
 
@@ -154,3 +157,20 @@ async def test_a_question_the_budget_cannot_afford_is_skipped_and_recorded(run_s
     assert record["model"]["detail"].startswith("not asked: the actor's call would not fit after it (budget.model_turns exhausted")
     assert "goal_check" not in report.values["usage"]["calls_by_role"]
     assert report.values["usage"]["calls_by_role"]["actor"] == 2
+
+
+async def test_a_hung_goal_check_is_no_verdict_and_the_run_goes_on(run_script, monkeypatch):
+    """The provider never answers the goal check: the request times out (no retry left), is charged as a
+    failed attempt, and the actor's turn goes ahead — a hung check neither crashes nor ends the run."""
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-key")
+    with FakeOpenAI(faults={"goal_check": [{"hang_s": 45}]}) as fake:
+        started = time.monotonic()
+        report = await run_script({}, model="fake-model", script=None, base_url=fake.base_url, prices={"fake-model": (2.0, 8.0)},
+                                  model_timeout_s=0.5, goal_check_every=1, unattended=True, task={"budget": {"retries": 0}})
+    assert time.monotonic() - started < 30  # not the 45 s the provider hung
+    assert report.status == Terminal.SUCCESS and report.result["output"] == ANSWER
+    assert fake.count("goal_check") == 1
+    record = report.values["goal_check"]
+    assert record["decision"] == "continue" and record["model"]["outcome"] == "no_reply"
+    assert "no reply within 0.5 s" in record["model"]["detail"]
+    assert "goal_check" not in report.values["usage"]["calls_by_role"]  # no answer, no tokens: only the attempt's circuit count
