@@ -66,7 +66,7 @@ CONTEXT_WINDOWS: dict[str, int] = {
 }
 """Tokens one request may carry, per model (beside PRICES). Override or extend per run with
 RunSettings.context_windows; the `context_tokens` budget can set a smaller ceiling (graph/compaction.py)."""
-PHASE_OF = {"planner": "plan", "actor": "act", "judge": "verify", "critic": "critique", "sampler": "act"}
+PHASE_OF = {"planner": "plan", "actor": "act", "judge": "verify", "critic": "critique", "sampler": "act", "goal_check": "act"}
 """The phase node that calls each role: where a run stopped by the model's provider resumes."""
 REASK = (
     "Your reply could not be used: {problem}. Reply again with only the JSON object the "

@@ -1,4 +1,4 @@
-"""prompts: the system prompts of the four model roles, versioned for the trace.
+"""prompts: the system prompts of the model roles, versioned for the trace.
 
 The critic's prompt is its own and it is given only the task, the output, the evidence and the
 verifier's findings — never the actor's messages or reasoning (seed 000 §15.6).
@@ -11,7 +11,7 @@ from typing import Any
 
 from tools.gateway import as_data
 
-PROMPT_VERSION = "2026-11-25.2"
+PROMPT_VERSION = "2026-11-25.3"
 
 PLANNER = """You plan work for a bounded agent. Reply with ONE JSON object and nothing else:
 {"steps": [{"id": "s1", "description": "...", "depends_on": [], "tools": ["<tool name>"],
@@ -79,3 +79,10 @@ def evidence_brief(observations: list[dict[str, Any]]) -> str:
         if obs.get("stage") in {"verified", "committed"}
     ]
     return "\n".join(lines) or "(no verified observations)"
+
+GOAL_CHECK = """You check whether a long agent run is still worth continuing. Reply with ONE JSON object:
+{"objective_valid": true | false, "reason": "...", "evidence": ["<call id>"]}
+Set "objective_valid" to false only when the objective itself no longer holds — its premise proved
+false, it is already met elsewhere, or what the tools showed contradicts it — never because the work
+is hard or slow. List under "evidence" the ids of the window's calls whose verified results show
+progress toward the objective; leave it empty when none do. Judge only from what you are given."""

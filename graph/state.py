@@ -97,6 +97,9 @@ class LoopState(TypedDict, total=False):
     """Calls waiting for a human decision, and the decisions made (one record per call id)."""
     quality: dict[str, Any]
     """Verification verdicts, critique scores, repair log, failure signatures, confidence."""
+    goal_check: dict[str, Any]
+    """The latest periodic goal check (graph/goal_check.py): its window of actor turns, progress
+    signals, the goal_check model's verdict (or why there is none) and the decision."""
     ending: dict[str, Any] | None
     """Set by the node that decides how the run ends: {code, reason, next_safe_action}."""
     status: dict[str, Any]

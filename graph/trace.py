@@ -29,8 +29,9 @@ from graph.status import Terminal
 from tools import secrets
 from tools.ledger import idempotency_key
 
-ROLES = ("planner", "actor", "judge", "critic")
-PROMPTS = {"planner": prompts.PLANNER, "actor": prompts.ACTOR + prompts.SCHEMA_RULE, "judge": prompts.JUDGE, "critic": prompts.CRITIC}
+ROLES = ("planner", "actor", "judge", "critic", "goal_check")
+PROMPTS = {"planner": prompts.PLANNER, "actor": prompts.ACTOR + prompts.SCHEMA_RULE, "judge": prompts.JUDGE, "critic": prompts.CRITIC,
+           "goal_check": prompts.GOAL_CHECK}
 BUDGET_KEYS = ("tokens", "cost_usd", "calls", "retries", "time_s", "context_tokens", "memory_writes")
 """The budget vector of seed 001: tokens, cost, calls, retries, time, context, memory writes."""
 REOPENABLE = frozenset({Terminal.UNAVAILABLE_DEP.value})
@@ -104,6 +105,8 @@ def node_events(services: Services, node: str, state: dict[str, Any], update: di
         event["ending"] = {key: str(value) for key, value in ending.items()}
     if measured := update.get("context"):  # the context measure of the node's model call (graph/context.py)
         event["context"] = {key: measured[key] for key in ("role", "tokens", "growth", "method", "limit", "pressure", "compactions") if key in measured}
+    if checked := update.get("goal_check"):  # the periodic goal check, passing or not (graph/goal_check.py)
+        event["goal_check"] = checked
     if decisions := _decisions(update):
         event["decisions"] = decisions
     if calls := _tool_calls(update):

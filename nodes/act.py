@@ -7,7 +7,7 @@ from typing import Any
 
 from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
 
-from graph import compaction, hosted_tools, memory, payload_tool, schedule
+from graph import compaction, goal_check, hosted_tools, memory, payload_tool, schedule
 from graph.budget import add_usage
 from graph.models import NoReply, call_model
 from graph.prompts import ACTOR, SCHEMA_RULE, evidence_brief, task_brief
@@ -29,13 +29,16 @@ async def act(state: dict[str, Any], services: Services) -> dict[str, Any]:
     tools = [*tools, *offered]
     if measured := compaction.pressure(state, request, tools):  # the context pressure gate: compact first
         return {"context": measured, "status": {"phase": "act"}}
+    checked = await goal_check.before_turn(state, services)  # every goal_check_every turns; may end the run here
+    if checked.stops:
+        return {**checked.update, "status": {"phase": "act"}}
     try:
-        reply, update = await call_model(state, services, "actor", request, tools=tools, options=options)
+        reply, update = await call_model(state, services, "actor", request, tools=tools, options=options, spent=checked.update)
     except NoReply as stopped:
         return {**stopped.update, "status": {"phase": "act"}}
     reported = await hosted_tools.observe_reply(state, services, reply)  # calls the provider already made
-    usage = add_usage(update["usage"], reported.pop("usage", None))
-    return {**update, **reported, "usage": usage, "messages": [reply], "status": {"phase": "act"}}
+    usage = add_usage(add_usage(checked.update.get("usage"), update["usage"]), reported.pop("usage", None))
+    return {**checked.update, **update, **reported, "usage": usage, "messages": [reply], "status": {"phase": "act"}}
 
 
 def actor_request(state: dict[str, Any], tools: list[dict[str, Any]]) -> tuple[list[BaseMessage], list[dict[str, Any]]]:

@@ -2,7 +2,7 @@
 
 It answers by role, recognised from the system prompt, the way a well-behaved model would:
 the planner gets a one-step plan (no tool promised), the actor reads notes.md and then answers, the judge and the
-critic pass. Every request is kept (with its role) so a test can check what boundloop sent.
+critic pass, the goal check finds the objective valid. Every request is kept (with its role) so a test can check what boundloop sent.
 
 A test can make a role misbehave: `FakeOpenAI(faults={"actor": [FAULT, ...]})` answers that
 role's next requests with the faults in order, then behaves again. A FAULT is a dict:
@@ -31,7 +31,9 @@ PLAN = {"steps": [{"id": "s1", "description": "answer from the notes"}], "blocke
 VERDICT = {"passed": True, "failures": []}
 SCORES = {"scores": {"correctness": 1, "completeness": 1, "coherence": 1, "safety": 1}, "defects": []}
 ANSWER = "Ana publishes the notes."
-ROLES = {"You plan work": "planner", "You carry out a plan": "actor", "You check a result": "judge", "You are an independent reviewer": "critic"}
+GOAL_VALID = {"objective_valid": True, "reason": "the notes are being read", "evidence": []}
+ROLES = {"You plan work": "planner", "You carry out a plan": "actor", "You check a result": "judge", "You are an independent reviewer": "critic",
+         "You check whether a long agent run": "goal_check"}
 
 
 class FakeOpenAI:
@@ -112,6 +114,8 @@ def _completion(body: dict[str, Any], role: str, fault: dict[str, Any], usage: b
         message["content"] = json.dumps(VERDICT)
     elif role == "critic":
         message["content"] = json.dumps(SCORES)
+    elif role == "goal_check":
+        message["content"] = json.dumps(GOAL_VALID)
     elif any(item["role"] == "tool" for item in body["messages"]):
         message["content"] = ANSWER
     else:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from graph import convergence, goal_check
+from graph import convergence
 from graph.diagnosis import defects, plan_round
 from graph.test_results import test_failures as located_test_failures
 from nodes.critique import CriticReply, score
@@ -139,31 +139,3 @@ def test_the_best_output_is_kept_not_the_last_and_ties_go_to_the_newer():
                                       "critique": {"scores": {"x": 1}, "weighted": weighted}}, iteration=n, turn=n + 1)
     assert quality["best"] == {"iteration": 3, "score": 0.45, "output": "four"}
     assert [entry["score"] for entry in quality["scores"]] == [0.3, 0.45, 0.25, 0.45]
-
-
-def _state(turns: int, every: int = 3, observations: list | None = None, scores: list | None = None) -> dict:
-    return {"settings": {"goal_check_every": every}, "usage": {"calls_by_role": {"actor": turns}},
-            "observations": observations or [], "quality": {"scores": scores or []}, "plan": {"steps": []}}
-
-
-def test_the_goal_check_ends_a_block_of_turns_without_progress():
-    failed = [{"call_id": f"a{n}.0", "phase": "act", "status": "error", "stage": "attempted"} for n in range(3)]
-    stopped = goal_check.no_progress(_state(4, observations=failed))
-    assert stopped["code"] == "REPEATED_FAILURE"
-    assert stopped["reason"].startswith("goal check after actor turn 3: no progress in the last 3 turns")
-
-
-@pytest.mark.parametrize("state", [
-    _state(4, observations=[{"call_id": "a1.0", "phase": "act", "status": "ok", "stage": "verified"}]),
-    _state(4, scores=[{"turn": 2, "score": 0.4}]),  # a repair iteration scored (the first score is progress)
-    _state(3),  # the block is not complete until the next turn is asked for
-    _state(5),  # between checks
-    _state(4, every=0),  # off
-], ids=["verified call", "repair gain", "block open", "between checks", "off"])
-def test_the_goal_check_lets_a_run_with_progress_or_off_the_check_go_on(state):
-    assert goal_check.no_progress(state) is None
-
-
-def test_progress_outside_the_block_does_not_count():
-    earlier = [{"call_id": "a0.0", "phase": "act", "status": "ok", "stage": "verified"}]
-    assert goal_check.no_progress(_state(7, observations=earlier)) is not None  # block is turns 3..5

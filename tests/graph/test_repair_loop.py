@@ -145,16 +145,3 @@ async def test_a_stall_escalates_to_one_replan_before_giving_up(run_script):
     assert report.values["usage"]["calls_by_role"]["planner"] == 2
     assert report.result["reason"].startswith("repairs stalled: quality scores 0.94, 0.92, 0.92, 0.92")
     assert report.result["partial_output"] == "draft one"
-
-
-async def test_the_goal_check_ends_a_run_that_makes_no_progress(run_script):
-    """Two turns of failing reads (different files, so no single call loops): after the block, the run ends
-    before the third turn's call runs, with most of its budget unspent."""
-    read = lambda path: step(calls=[{"name": "workspace__read_file", "args": {"path": path}}])  # noqa: E731
-    report = await run_script(
-        {"planner": [PLAN_ONE_STEP], "actor": [read("a.md"), read("b.md"), read("c.md")]}, goal_check_every=2, unattended=True,
-    )
-    assert report.status == Terminal.REPEATED_FAILURE
-    assert report.result["reason"] == ("goal check after actor turn 2: no progress in the last 2 turns "
-                                       "(no new verified observation, no plan step done, no better repair score)")
-    assert [obs["status"] for obs in report.values["observations"]] == ["tool_error", "tool_error"]

@@ -34,8 +34,8 @@ async def test_every_trace_field_is_recorded_and_replay_validates_the_run(run_sc
     header = nodes[0]["data"]["run"]
     assert header["user"] == "tenant-a/ana" and header["goal"]["goal"] == "Summarize notes.md"
     assert header["workflow_graph_version"] and header["tool_registry_version"] and header["autonomy_boundary_version"]
-    assert set(header["model_versions"]) == {"planner", "actor", "judge", "critic"}
-    assert {"planner", "actor", "judge", "critic"} <= set(header["prompt_template_versions"])
+    assert set(header["model_versions"]) == {"planner", "actor", "judge", "critic", "goal_check"}
+    assert {"planner", "actor", "judge", "critic", "goal_check"} <= set(header["prompt_template_versions"])
     assert all({"context_tokens", "memory_writes", "tokens", "cost_usd", "calls", "retries", "time_s"} <= set(e["data"]["budget"]) for e in nodes)
     assert all(e["data"]["checkpoint_id"] for e in nodes[1:])
     calls = {call["request_id"]: call for e in nodes for call in e["data"].get("tool_calls", [])}
