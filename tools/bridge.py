@@ -36,6 +36,7 @@ check before a call (tools/pinning.py); `specs()` stays the listing from start.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import dataclasses
 import logging
 import math
@@ -55,7 +56,7 @@ from mcp.types import CONNECTION_CLOSED, REQUEST_TIMEOUT, CallToolResult, Implem
 from pydantic import ValidationError
 
 from graph import deadline
-from tools.client_features import ClientFeatures
+from tools.client_features import ClientFeatures, forget_call
 from tools.config import ServerConfig
 from tools.errors import AuthorizationNeeded, BridgeError, ServerStartError, UnknownServerError
 from tools.http_auth import AuthRefusals
@@ -268,6 +269,8 @@ class _Connection:
         self.reconnects = 0
         """Times this server was restarted after its connection died."""
         self.task: asyncio.Task[None] | None = None
+        self.detached = False
+        """Shared across runs (tools/shared_sessions.py): the owner task never sees a run's context."""
         self.client: Client | None = None
         self.tools: list[Tool] = []
         self.pid: int | None = None
@@ -286,7 +289,13 @@ class _Connection:
         self._reconnecting = asyncio.Lock()
 
     def launch(self) -> None:
-        self.task = asyncio.create_task(self._own(), name=f"mcp-owner:{self.config.name}")
+        """Start the owner task. It outlives whatever call started it (a reconnect happens inside a
+        tool call), so it must not inherit that call's scope: the server's later requests would be
+        answered from, and charged to, a call that has ended. A shared session starts from an empty
+        context every time, so no run's context reaches it."""
+        context = contextvars.Context() if self.detached else contextvars.copy_context()
+        context.run(forget_call)
+        self.task = asyncio.create_task(self._own(), name=f"mcp-owner:{self.config.name}", context=context)
 
     async def reconnect(self) -> bool:
         """Start a new connection in place of a dead one; True when it is ready.

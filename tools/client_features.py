@@ -162,6 +162,11 @@ def current() -> CallScope | None:
     return _scope.get()
 
 
+def forget_call() -> None:
+    """No call in this context: for a task that outlives the call during which it was started."""
+    _scope.set(None)
+
+
 class ClientFeatures:
     """The callbacks of one server's MCP client, and its `tools/list_changed` flag."""
 

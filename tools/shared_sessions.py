@@ -19,7 +19,6 @@ serve from the request they answer, never from the context the session was opene
 from __future__ import annotations
 
 import asyncio
-import contextvars
 import hashlib
 from pathlib import Path
 
@@ -50,7 +49,8 @@ class SharedSessions:
             log_path = log_dir / f"{config.name}.shared-{key}.stderr.log"
             # _Connection reads the server's cwd (its root): off the event loop, as the bridge does
             session = await asyncio.to_thread(_Connection, config, log_path, startup_timeout_s, Redactor.for_servers([config]), max_reconnects)
-            contextvars.Context().run(session.launch)
+            session.detached = True
+            session.launch()
             self._sessions[key] = session
             await session.wait_started()
             return session

@@ -5,12 +5,16 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import signal
 import sys
 from pathlib import Path
 from typing import Any, AsyncIterator
 
+import anyio
 import pytest
 
+from tests.tools.servers.asking_server import SCHEMA
 from tools import client_features
 from tools.bridge import MCPBridge
 from tools.config import load_servers
@@ -85,3 +89,24 @@ async def test_tools_list_changed_sets_the_flag_and_calls_back(bridge: MCPBridge
     await bridge.call("asking", "grow", {}, timeout_s=10)
     await asyncio.wait_for(features.tools_changed.wait(), 5)
     assert heard == ["changed"]
+
+
+async def test_a_server_restarted_during_one_call_asks_the_next_call_not_the_one_that_restarted_it(log_dir: Path) -> None:
+    """The restart happens inside a call; the new connection outlives it. Its questions must reach
+    the call in flight when they are asked, not be answered from (and charged to) the ended one."""
+    servers = load_servers({"mcpServers": {"asking": {"command": sys.executable, "args": [ASKING_SERVER], "protocol": "legacy"}}})
+    async with MCPBridge(servers, log_dir=log_dir / "restart", max_reconnects=1) as bridge:
+        os.kill(bridge.pids()["asking"], signal.SIGKILL)
+        ended = client_features.CallScope(run_id="r1", tool="asking__ask", unattended=True)
+        with client_features.calling(ended), anyio.fail_after(30):
+            while (outcome := await bridge.call("asking", "ask", {}, timeout_s=10)).status != "ok":
+                assert outcome.status == "server_unavailable"
+        assert json.loads(outcome.text)["action"] == "decline" and bridge.pids()["asking"]  # restarted, inside `ended`
+        later = _scope(escalations_limit=1)
+        key = client_features.question_key("asking", "Which colour, and how many?", SCHEMA)
+        later.answers[key] = {"action": "accept", "content": {"colour": "green"}}
+        with client_features.calling(later):
+            answered = await client_features.until_question(later, bridge.call("asking", "ask", {}, timeout_s=10))
+    assert answered is not None and json.loads(answered.text) == {"action": "accept", "content": {"colour": "green", "count": 2}}
+    assert [event["action"] for event in later.events] == ["accept"]
+    assert [event["action"] for event in ended.events] == ["decline"]  # its own question only
