@@ -52,6 +52,7 @@ class BoundloopSaver(AsyncPostgresSaver):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.pending_trace = PendingTrace()
+        self._trace_order: dict[str, tuple[asyncio.Lock, list[int]]] = {}
 
     def hold_trace(self, key: TaskKey, events: list[Event]) -> None:
         """Write `events` with the saved result of the task `key` names (none if the task fails)."""
@@ -63,21 +64,34 @@ class BoundloopSaver(AsyncPostgresSaver):
             self.pending_trace.drop(key)  # the task runs again, and holds its events again
             await super().aput_writes(config, writes, task_id, task_path)
             return
-        await self._saving_with(self.pending_trace.take(key), super().aput_writes(config, writes, task_id, task_path))
+        await self._saving_with(key.thread_id, self.pending_trace.take(key), super().aput_writes(config, writes, task_id, task_path))
 
     async def aput(self, config: RunnableConfig, checkpoint: Checkpoint, metadata: CheckpointMetadata, new_versions: ChannelVersions) -> RunnableConfig:
         configurable = config["configurable"]
-        events = self.pending_trace.take_through(configurable["thread_id"], configurable.get("checkpoint_ns", ""), configurable.get("checkpoint_id"))
-        return await self._saving_with(events, super().aput(config, checkpoint, metadata, new_versions))
+        thread_id = str(configurable["thread_id"])
+        events = self.pending_trace.take_through(thread_id, configurable.get("checkpoint_ns", ""), configurable.get("checkpoint_id"))
+        return await self._saving_with(thread_id, events, super().aput(config, checkpoint, metadata, new_versions))
 
-    async def _saving_with(self, events: list[Event], save: Awaitable[T]) -> T:
+    async def _saving_with(self, thread_id: str, events: list[Event], save: Awaitable[T]) -> T:
+        """Run `save` with `events` in its transaction. LangGraph saves a task's writes in the
+        background, without waiting for them before the next step (durability "sync" waits for the
+        checkpoint only), so a thread's saves carrying events run one at a time, in the order they
+        were asked for (no await before the FIFO lock): the trace's order is the steps' order."""
         if not events:
             return await save
-        token = _SAVING_WITH.set(events)
+        lock, users = self._trace_order.setdefault(thread_id, (asyncio.Lock(), [0]))
+        users[0] += 1
         try:
-            saved = await save
+            async with lock:
+                token = _SAVING_WITH.set(events)
+                try:
+                    saved = await save
+                finally:
+                    _SAVING_WITH.reset(token)
         finally:
-            _SAVING_WITH.reset(token)
+            users[0] -= 1
+            if not users[0]:
+                del self._trace_order[thread_id]
         if events:
             raise RuntimeError("the Postgres saver saved without its cursor: a step's trace events were not written "
                                "(langgraph-checkpoint-postgres changed; see checkpoints/saver.py _cursor)")
@@ -87,7 +101,8 @@ class BoundloopSaver(AsyncPostgresSaver):
     async def _cursor(self, *, pipeline: bool = False) -> AsyncIterator[AsyncCursor[DictRow]]:
         """The parent's cursor; a save that carries trace events INSERTs them after its own
         statements, in the same transaction: the pipeline's (statements up to its Sync run as one
-        implicit transaction, and the INSERT adds no round trip), else an explicit one."""
+        implicit transaction, and the INSERT is one more result in the same batch, not a round trip of
+        its own), else an explicit one."""
         events = _SAVING_WITH.get()
         if not events:
             async with super()._cursor(pipeline=pipeline) as cur:

@@ -4,6 +4,7 @@ writes them once."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import signal
 import subprocess
@@ -112,6 +113,21 @@ async def test_a_step_save_carries_its_events_in_its_own_batch_not_in_a_round_tr
     assert written["n"] == 4
     assert costs["t-traced"] - costs["t-plain"] == 1, costs
     assert costs["alone"] >= 2, costs
+
+
+async def test_a_threads_events_are_written_in_the_order_its_saves_were_asked_for(db_url):
+    """LangGraph does not wait for a task's writes before the next step: a slow save (a large write)
+    asked for first still writes its events first."""
+    async with postgres_saver(db_url) as saver:
+        config = {"configurable": {"thread_id": "ordered", "checkpoint_ns": "", "checkpoint_id": "1ef0000000000003"}}
+        for n in range(5):
+            saver.hold_trace(TaskKey.of_task("ordered", f"act:t{n}", "1ef0000000000003", f"t{n}"), [("ordered", "node", "act", {"step": n})])
+        sizes = [4_000_000, 10, 10, 10, 10]
+        await asyncio.gather(*(saver.aput_writes(config, [("messages", ["x" * size])], f"t{n}") for n, size in enumerate(sizes)))
+        async with saver.conn.connection() as conn:
+            rows = await (await conn.execute("SELECT data ->> 'step' AS step FROM boundloop_trace WHERE thread_id = 'ordered' ORDER BY id")).fetchall()
+        assert not saver._trace_order  # nothing left behind per thread
+    assert [row["step"] for row in rows] == ["0", "1", "2", "3", "4"]
 
 
 @pytest.mark.parametrize("failed", [True, False])
