@@ -70,14 +70,16 @@ class BoundloopSaver(AsyncPostgresSaver):
         configurable = config["configurable"]
         thread_id = str(configurable["thread_id"])
         events = self.pending_trace.take_through(thread_id, configurable.get("checkpoint_ns", ""), configurable.get("checkpoint_id"))
-        return await self._saving_with(thread_id, events, super().aput(config, checkpoint, metadata, new_versions))
+        return await self._saving_with(thread_id, events, super().aput(config, checkpoint, metadata, new_versions), after_earlier=True)
 
-    async def _saving_with(self, thread_id: str, events: list[Event], save: Awaitable[T]) -> T:
+    async def _saving_with(self, thread_id: str, events: list[Event], save: Awaitable[T], *, after_earlier: bool = False) -> T:
         """Run `save` with `events` in its transaction. LangGraph saves a task's writes in the
         background, without waiting for them before the next step (durability "sync" waits for the
         checkpoint only), so a thread's saves carrying events run one at a time, in the order they
-        were asked for (no await before the FIFO lock): the trace's order is the steps' order."""
-        if not events:
+        were asked for (no await before the FIFO lock): the trace's order is the steps' order. A
+        checkpoint (`after_earlier`) also waits for the event saves asked for before it: it holds
+        their steps' results, so it must not exist without their events."""
+        if not events and not (after_earlier and thread_id in self._trace_order):
             return await save
         lock, users = self._trace_order.setdefault(thread_id, (asyncio.Lock(), [0]))
         users[0] += 1

@@ -130,6 +130,23 @@ async def test_a_threads_events_are_written_in_the_order_its_saves_were_asked_fo
     assert [row["step"] for row in rows] == ["0", "1", "2", "3", "4"]
 
 
+async def test_a_checkpoint_is_not_saved_before_the_events_of_the_steps_it_settles(db_url):
+    """The next checkpoint holds a task's result: it commits only after the task's writes and events
+    did, though LangGraph asks for both at once."""
+    async with postgres_saver(db_url) as saver:
+        config = {"configurable": {"thread_id": "settled", "checkpoint_ns": "", "checkpoint_id": "1ef0000000000004"}}
+        saver.hold_trace(TaskKey.of_task("settled", "observe:t1", "1ef0000000000004", "t1"), [("settled", "node", "observe", {"step": 4})])
+        writes = asyncio.ensure_future(saver.aput_writes(config, [("messages", ["x" * 4_000_000])], "t1"))
+        await asyncio.sleep(0)  # the writes' save has started, as LangGraph's background executor starts it
+        checkpoint = {"v": 4, "id": "1ef0000000000005", "ts": "2026-01-01T00:00:00+00:00", "channel_values": {}, "channel_versions": {},
+                      "versions_seen": {}, "updated_channels": None}
+        await saver.aput(config, checkpoint, {"source": "loop", "step": 5, "parents": {}}, {})
+        async with saver.conn.connection() as conn:
+            written = await (await conn.execute("SELECT count(*) AS n FROM boundloop_trace WHERE thread_id = 'settled'")).fetchone()
+        await writes
+    assert written["n"] == 1
+
+
 @pytest.mark.parametrize("failed", [True, False])
 async def test_a_failed_task_drops_its_events_and_a_saved_one_writes_them(db_url, failed):
     async with postgres_saver(db_url) as saver:
