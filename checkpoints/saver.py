@@ -1,24 +1,32 @@
 """saver: LangGraph's AsyncPostgresSaver on our pool, with its database prepared.
 
-Owns the saver's setup (once, serialised across processes), the lock choice below, and
+Owns the saver's setup (once, serialised across processes), the lock choice below,
 `adelete_for_runs`, which the LangGraph server needs to cancel a run with `rollback` and which
-langgraph-checkpoint-postgres 3.2.0 lacks. Never opens a database it was not given
-(`pool.database_url` decides which one).
+langgraph-checkpoint-postgres 3.2.0 lacks, and the writing of each step's trace events in the
+transaction that saves the step (checkpoints/pending_trace.py). Never opens a database it was not
+given (`pool.database_url` decides which one).
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, nullcontext
+from contextvars import ContextVar
+from typing import Any, TypeVar
 
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import ChannelVersions, Checkpoint, CheckpointMetadata
 from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
-from psycopg import AsyncConnection
-from psycopg.rows import dict_row
+from langgraph.checkpoint.serde.types import ERROR
+from psycopg import AsyncConnection, AsyncCursor
+from psycopg.rows import DictRow, dict_row
 from psycopg_pool import AsyncConnectionPool
 
+from checkpoints.pending_trace import Event, PendingTrace, TaskKey
 from checkpoints.pool import open_pool
 from checkpoints.schema import migrate
+from checkpoints.store import APPEND_EVENTS, event_rows
 
 _SETUP_LOCK = int.from_bytes(b"bl-saver", "big")
 _SETUP_POLL_S = 0.05
@@ -32,19 +40,80 @@ WHERE w.thread_id = d.thread_id AND w.checkpoint_ns = d.checkpoint_ns AND w.chec
 """
 
 
+T = TypeVar("T")
+_SAVING_WITH: ContextVar[list[Event] | None] = ContextVar("boundloop_saving_with", default=None)
+"""The trace events the save under way writes in its transaction (emptied once written)."""
+
+
 class BoundloopSaver(AsyncPostgresSaver):
-    """AsyncPostgresSaver that can also forget the checkpoints of given server runs."""
+    """AsyncPostgresSaver that writes each step's trace events with the step, and can forget the
+    checkpoints of given server runs."""
 
-    async def adelete_for_runs(self, run_ids: Sequence[str]) -> None:
-        """Delete the checkpoints the runs created (their metadata names the run) and the writes
-        made against them; the thread's state goes back to where it was before them.
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.pending_trace = PendingTrace()
+        self._trace_order: dict[str, tuple[asyncio.Lock, list[int]]] = {}
 
-        Left in place: blobs (content-addressed by version, shared with earlier checkpoints), and
-        the writes a resumed run made against the checkpoint it resumed from — LangGraph stores
-        no run id on a write (README, "LangGraph server and Studio").
-        """
-        async with self._cursor() as cur:
-            await cur.execute(_DELETE_FOR_RUNS, ([str(run_id) for run_id in run_ids],))
+    def hold_trace(self, key: TaskKey, events: list[Event]) -> None:
+        """Write `events` with the saved result of the task `key` names (none if the task fails)."""
+        self.pending_trace.hold(key, events)
+
+    async def aput_writes(self, config: RunnableConfig, writes: Sequence[tuple[str, Any]], task_id: str, task_path: str = "") -> None:
+        key = TaskKey.of_writes(config["configurable"], task_id)
+        if any(channel == ERROR for channel, _ in writes):
+            self.pending_trace.drop(key)  # the task runs again, and holds its events again
+            await super().aput_writes(config, writes, task_id, task_path)
+            return
+        await self._saving_with(key.thread_id, self.pending_trace.take(key), super().aput_writes(config, writes, task_id, task_path))
+
+    async def aput(self, config: RunnableConfig, checkpoint: Checkpoint, metadata: CheckpointMetadata, new_versions: ChannelVersions) -> RunnableConfig:
+        configurable = config["configurable"]
+        thread_id = str(configurable["thread_id"])
+        events = self.pending_trace.take_through(thread_id, configurable.get("checkpoint_ns", ""), configurable.get("checkpoint_id"))
+        return await self._saving_with(thread_id, events, super().aput(config, checkpoint, metadata, new_versions), after_earlier=True)
+
+    async def _saving_with(self, thread_id: str, events: list[Event], save: Awaitable[T], *, after_earlier: bool = False) -> T:
+        """Run `save` with `events` in its transaction. LangGraph saves a task's writes in the
+        background, without waiting for them before the next step (durability "sync" waits for the
+        checkpoint only), so a thread's saves carrying events run one at a time, in the order they
+        were asked for (no await before the FIFO lock): the trace's order is the steps' order. A
+        checkpoint (`after_earlier`) also waits for the event saves asked for before it: it holds
+        their steps' results, so it must not exist without their events."""
+        if not events and not (after_earlier and thread_id in self._trace_order):
+            return await save
+        lock, users = self._trace_order.setdefault(thread_id, (asyncio.Lock(), [0]))
+        users[0] += 1
+        try:
+            async with lock:
+                token = _SAVING_WITH.set(events)
+                try:
+                    saved = await save
+                finally:
+                    _SAVING_WITH.reset(token)
+        finally:
+            users[0] -= 1
+            if not users[0]:
+                del self._trace_order[thread_id]
+        if events:
+            raise RuntimeError("the Postgres saver saved without its cursor: a step's trace events were not written "
+                               "(langgraph-checkpoint-postgres changed; see checkpoints/saver.py _cursor)")
+        return saved
+
+    @asynccontextmanager
+    async def _cursor(self, *, pipeline: bool = False) -> AsyncIterator[AsyncCursor[DictRow]]:
+        """The parent's cursor; a save that carries trace events INSERTs them after its own
+        statements, in the same transaction: the pipeline's (statements up to its Sync run as one
+        implicit transaction, and the INSERT is one more result in the same batch, not a round trip of
+        its own), else an explicit one."""
+        events = _SAVING_WITH.get()
+        if not events:
+            async with super()._cursor(pipeline=pipeline) as cur:
+                yield cur
+            return
+        async with super()._cursor(pipeline=pipeline) as cur, (nullcontext() if pipeline else cur.connection.transaction()):
+            yield cur
+            await cur.execute(APPEND_EVENTS, (event_rows(events),))
+            events.clear()
 
 
 @asynccontextmanager

@@ -131,10 +131,10 @@ SELECT * FROM new
 UNION ALL SELECT root_id, started_at, false FROM boundloop_langsmith_roots WHERE thread_id = %(thread_id)s"""
 APPEND_TRACE = """
 INSERT INTO boundloop_trace (thread_id, kind, node, data) VALUES (%s, %s, %s, %s) RETURNING id"""
-# Several events in one statement (one round trip), in the order given.
+# Several events in one statement (one round trip), in the order given (rows: `event_rows`).
 APPEND_EVENTS = """
 INSERT INTO boundloop_trace (thread_id, kind, node, data)
-SELECT %s, e ->> 'kind', e ->> 'node', e -> 'data'
+SELECT e ->> 'thread_id', e ->> 'kind', e ->> 'node', e -> 'data'
 FROM jsonb_array_elements(%s) WITH ORDINALITY AS events(e, n) ORDER BY n"""
 READ_TRACE = "SELECT * FROM boundloop_trace WHERE thread_id = %s ORDER BY id"
 PUT_PAYLOAD = """
@@ -232,9 +232,14 @@ async def append_trace(
 
 async def append_events(pool: AsyncConnectionPool, thread_id: str, events: list[tuple[str, str | None, Any]]) -> None:
     """Append (kind, node, data) events in one round trip, in order."""
-    rows = [{"kind": kind, "node": node, "data": {} if data is None else data} for kind, node, data in events]
     async with pool.connection() as conn:
-        await conn.execute(APPEND_EVENTS, (thread_id, _json(rows)))
+        await conn.execute(APPEND_EVENTS, (event_rows([(thread_id, kind, node, data) for kind, node, data in events]),))
+
+
+def event_rows(events: list[tuple[str, str, str | None, Any]]) -> Jsonb | None:
+    """(thread id, kind, node, data) events as the one parameter of APPEND_EVENTS."""
+    return _json([{"thread_id": thread_id, "kind": kind, "node": node, "data": {} if data is None else data}
+                  for thread_id, kind, node, data in events])
 
 
 async def read_trace(pool: AsyncConnectionPool, thread_id: str) -> list[TraceEvent]:

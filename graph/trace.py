@@ -9,7 +9,9 @@ the run header: user scope, goal, autonomy-boundary version, workflow-graph vers
 prompt versions per role, tool registry version. An interrupt writes an `interrupt` event with the
 request. The trace is append-only, and read-only once the run closed (checkpoints/schema.py);
 `graph.trace_check` says what a run's trace lacks, `graph.replay` validates its trajectory.
-Events are redacted before they are written (tools/secrets.py).
+Events are redacted before they are written (tools/secrets.py). A step's events are written by the
+saver in the transaction that saves the step (checkpoints/pending_trace.py): a step killed before
+its save leaves no event, and its re-run writes them once.
 """
 
 from __future__ import annotations
@@ -19,9 +21,12 @@ import json
 from typing import Any
 
 from langgraph.config import get_config
+from langgraph.constants import CONFIG_KEY_CHECKPOINTER
 from langgraph.graph.state import CompiledStateGraph
+from langgraph.runtime import get_runtime
 
 from checkpoints import store
+from checkpoints.pending_trace import TaskKey
 from graph import langsmith_trace, prompts
 from graph.budget import add_usage
 from graph.services import Services
@@ -73,16 +78,15 @@ def step_position() -> tuple[int | None, str | None]:
 
 
 async def record_node(services: Services, run_id: str, node: str, state: dict[str, Any], update: dict[str, Any], elapsed_s: float) -> None:
-    """Write the node's events in one round trip; register the run at intake and close it at finalize."""
+    """Write the node's events with its step; register the run at intake and record its ending at finalize."""
     events = node_events(services, node, state, update, elapsed_s)
-    pool = await services.pool()
-    await store.append_events(pool, run_id, [(kind, node, secrets.redact(data)) for kind, data in events])
+    await _append(services, run_id, [(kind, node, data) for kind, data in events])
     task = update.get("task") or state.get("task") or {}
     if node == "intake":
-        await store.upsert_run(pool, thread_id=run_id, goal=str(task.get("goal", "")), profile=str(task.get("profile", "")),
+        await store.upsert_run(await services.pool(), thread_id=run_id, goal=str(task.get("goal", "")), profile=str(task.get("profile", "")),
                                status="running", task_hash=(update.get("boundary") or {}).get("task_hash", ""))
     elif node == "finalize":
-        await store.upsert_run(pool, thread_id=run_id, goal=str(task.get("goal", "")), profile=str(task.get("profile", "")),
+        await store.upsert_run(await services.pool(), thread_id=run_id, goal=str(task.get("goal", "")), profile=str(task.get("profile", "")),
                                status=str(update["status"]["terminal"]), task_hash=(state.get("boundary") or {}).get("task_hash", ""),
                                result=secrets.redact(update.get("result")))
 
@@ -92,7 +96,21 @@ async def record_interrupt(services: Services, run_id: str, node: str, requests:
     step, checkpoint = step_position()
     data = {"step": step, "checkpoint_id": checkpoint, "requests": [getattr(item, "value", item) for item in requests]}
     langsmith_trace.event("interrupt", secrets.redact(data))
-    await store.append_events(await services.pool(), run_id, [("interrupt", node, secrets.redact(data))])
+    await _append(services, run_id, [("interrupt", node, data)])
+
+
+async def _append(services: Services, run_id: str, events: list[tuple[str, str, dict[str, Any]]]) -> None:
+    """Redact the node's events and hand them to the saver that saves this step, which writes them
+    in the same transaction; write them now only when no such saver runs the graph (no
+    checkpointer, or another one)."""
+    redacted = [(kind, node, secrets.redact(data)) for kind, node, data in events]
+    hold = getattr(get_config()["configurable"].get(CONFIG_KEY_CHECKPOINTER), "hold_trace", None)  # the server's adapter forwards it
+    info = get_runtime().execution_info
+    if hold is not None and info is not None and info.thread_id is not None:
+        hold(TaskKey.of_task(info.thread_id, info.checkpoint_ns, info.checkpoint_id, info.task_id),
+             [(run_id, kind, node, data) for kind, node, data in redacted])
+        return
+    await store.append_events(await services.pool(), run_id, redacted)
 
 
 def node_events(services: Services, node: str, state: dict[str, Any], update: dict[str, Any], elapsed_s: float) -> list[tuple[str, dict[str, Any]]]:
@@ -222,5 +240,5 @@ async def record_task(services: Services, run_id: str, node: str, payload: dict[
     events = [("call", data) for _, data in node_events(services, node, {}, {**update, "observations": observations}, elapsed_s)]
     events[0][1]["call"] = {"call_id": call.get("call_id"), "tool": call.get("name"), "server": call.get("server"), "args_hash": call.get("args_hash"),
                             "side_effect": call.get("side_effect"), "rule": call.get("rule")}
-    await store.append_events(await services.pool(), run_id, [(kind, node, secrets.redact(data)) for kind, data in events])
+    await _append(services, run_id, [(kind, node, data) for kind, data in events])
     return events[0][1].get("tool_calls", [])

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import psycopg
 import pytest
 from langgraph_sdk.client import LangGraphClient
 from pydantic import TypeAdapter
@@ -18,6 +19,7 @@ from graph.elicitation import ElicitationAnswer
 from graph.status import Terminal
 from nodes.approve import ApprovalDecision
 from tests.graph.conftest import CRITIC_PASS, PLAN_ONE_STEP, step, workspace  # noqa: F401  (fixture)
+from tests.graph.test_trace_with_step import STEP_EVENTS, UNSAVED_WITH_A_STEP
 from tests.server.conftest import DevServer
 
 GRAPH = "boundloop"
@@ -116,6 +118,22 @@ async def test_two_gated_calls_wait_as_two_typed_interrupts_and_resume_one_at_a_
     assert (workspace / "old.md").exists()
     assert await pending(client, thread_id) == {}
     assert (await client.threads.get(thread_id))["status"] == "idle"
+    await _assert_trace_saved_with_its_steps(langgraph_dev, thread_id)
+
+
+async def _assert_trace_saved_with_its_steps(server: DevServer, thread_id: str) -> None:
+    """The server's saver (langgraph.json's checkpointer, behind the server's adapter) writes each
+    step's events in the transaction that saves the step, once each."""
+    async with await psycopg.AsyncConnection.connect(server.database_url, autocommit=True) as conn:
+        events = await (await conn.execute("SELECT kind, node, data ->> 'step', data -> 'call' ->> 'call_id' FROM boundloop_trace"
+                                           " WHERE thread_id = %s AND kind = ANY(%s) ORDER BY id", (thread_id, list(STEP_EVENTS)))).fetchall()
+        # node and call events only: a task that asks again upserts its interrupt write, so the first ask's row is gone
+        unsaved = await (await conn.execute(UNSAVED_WITH_A_STEP, {"t": thread_id, "kinds": ["node", "call"]})).fetchall()
+    nodes = [event for event in events if event[0] != "interrupt"]
+    assert nodes[0][1] == "intake" and nodes[-1][1] == "finalize", events
+    assert len(nodes) == len(set(nodes)), f"a step's event was written twice: {events}"
+    assert sum(1 for event in events if event[0] == "interrupt") >= 2 and sum(1 for event in nodes if event[1] == "approve") == 2
+    assert unsaved == [], f"events not saved with their step: {unsaved}"
 
 
 async def test_a_resume_that_does_not_match_the_response_schema_is_refused(
