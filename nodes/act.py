@@ -44,7 +44,7 @@ async def gate_reply(state: dict[str, Any], update: dict[str, Any], services: Se
     if not guards.needs_gate(after):
         return update
     decided = await gate(after, services)
-    merged = {**update, **decided, "status": GATED}
+    merged = {**update, **decided, "status": dict(GATED)}
     for key in ("messages", "observations"):
         if key in update and key in decided:
             merged[key] = update[key] + decided[key]
