@@ -10,7 +10,9 @@ likely to work), then escalates one rung each time the same class comes back aft
     MINIMAL_EDIT → SECTION_REWRITE → REPLAN → HUMAN
     FULL_REGENERATION, RE_RETRIEVE, RETRY_TOOL → REPLAN → HUMAN
 
-A repair round uses the strongest strategy any of its defects needs. Pure functions only.
+A repair round uses the strongest strategy any of its defects needs. A defect keeps the plan step it
+was traced to (`step`, graph/fault_trace.py): a REPLAN round reopens that step and its dependents.
+Pure functions only.
 """
 
 from __future__ import annotations
@@ -109,7 +111,7 @@ def defects(verification: dict[str, Any], critique: dict[str, Any], unfinished_s
         cause = defect.get("root_cause")
         found.append({"cause": cause or (DIMENSION_CAUSE[worst] if worst else RootCause.LOGIC_ERROR).value,
                       "source": "critic" if cause else "rubric", "location": defect.get("location") or None,
-                      "problem": defect["problem"], "hint": defect.get("repair_hint") or None})
+                      "problem": defect["problem"], "hint": defect.get("repair_hint") or None, **_traced(defect)})
     if not critique.get("defects"):
         scores = critique.get("scores", {})
         found += [{"cause": DIMENSION_CAUSE[name].value, "source": "rubric", "location": None,
@@ -131,7 +133,12 @@ def _failure_defect(failure: dict[str, Any]) -> dict[str, Any]:
     """A verifier failure: its own class when the check tagged one; a judge's unmet criterion is INCOMPLETENESS."""
     return {"cause": failure.get("cause") or RootCause.INCOMPLETENESS.value, "source": "check" if failure.get("cause") else "judge",
             "location": failure.get("location"), "problem": f"{failure['criterion']}: {failure['reason']}", "hint": None,
-            **{key: failure[key] for key in ("test", "expected", "actual") if failure.get(key) is not None}}
+            **{key: failure[key] for key in ("test", "expected", "actual") if failure.get(key) is not None}, **_traced(failure)}
+
+
+def _traced(found: dict[str, Any]) -> dict[str, Any]:
+    """The plan step a defect was traced to, and how (graph/fault_trace.py); nothing when it names none."""
+    return {key: found[key] for key in ("step", "trace", "ignored_step") if found.get(key)}
 
 
 def _step_defect(step: dict[str, Any]) -> dict[str, Any]:

@@ -11,6 +11,11 @@ The root's id and start time are kept in Postgres (`boundloop_langsmith_roots`),
 any process, days later, nests under the same root; the root is posted by the first drive and
 closed by the drive that ends the run (until then LangSmith shows it as running). Off, nothing
 here imports langsmith or sends anything.
+
+LangSmith never holds a run up: its client sends from a daemon thread with short HTTP timeouts, and
+a drive waits at most FLUSH_TIMEOUT_S at its end for the runs to go out. An endpoint that errors or
+hangs loses (part of) that drive's tree — the root stays open, as if the run were still going — but
+the run ends, and the process exits, as it would untraced.
 """
 
 from __future__ import annotations
@@ -27,6 +32,11 @@ from checkpoints import store
 
 Finish = Callable[[dict[str, Any]], None]
 
+FLUSH_TIMEOUT_S = 5.0
+"""How long the end of a drive waits for LangSmith to take its runs."""
+HTTP_TIMEOUT_MS = (2_000, 5_000)
+"""(connect, read) per request to LangSmith; the client's own default waits a minute for an answer."""
+
 
 def enabled() -> bool:
     return os.environ.get("LANGSMITH_TRACING", "").strip().lower() == "true"
@@ -38,6 +48,7 @@ async def run_root(run_id: str, known: dict[str, Any], graph_version: str, pool:
     if not enabled():
         yield lambda state: None
         return
+    client = _client()
     import langsmith
     from langsmith.run_trees import RunTree
 
@@ -70,9 +81,16 @@ async def run_root(run_id: str, known: dict[str, Any], graph_version: str, pool:
             root.patch(exclude_inputs=True)  # the first drive posted them
 
         yield finish
-    from langchain_core.tracers.langchain import wait_for_all_tracers
+    client.flush(timeout=FLUSH_TIMEOUT_S)  # a process that exits right after must not lose the root's final patch
 
-    wait_for_all_tracers()  # a process that exits right after must not lose the root's final patch
+
+def _client() -> Any:
+    """The process's LangSmith client (the one LangChain's tracer uses too), made before anything is traced."""
+    # Its sending thread is a daemon: a process whose endpoint hangs exits once the flush gave up.
+    os.environ.setdefault("LANGSMITH_USE_DAEMON", "true")
+    from langsmith.run_trees import get_cached_client
+
+    return get_cached_client(timeout_ms=HTTP_TIMEOUT_MS)
 
 
 @contextmanager

@@ -233,7 +233,7 @@ def _reply_usage(
 
 def estimate_tokens(messages: Sequence[BaseMessage], tools: list[dict[str, Any]] | None, reply: AIMessage) -> tuple[int, int]:
     """(input, output) tokens by the character heuristic of the module docstring."""
-    sent = sum(len(context.message_text(message)) for message in messages) + len(json.dumps(tools or []))
+    sent = sum(context.characters(message) for message in messages) + len(json.dumps(tools or []))
     return math.ceil(sent / CHARS_PER_TOKEN), math.ceil(len(context.message_text(reply)) / CHARS_PER_TOKEN)
 
 

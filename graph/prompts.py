@@ -11,7 +11,7 @@ from typing import Any
 
 from tools.gateway import as_data
 
-PROMPT_VERSION = "2026-11-25.1"
+PROMPT_VERSION = "2026-11-25.2"
 
 PLANNER = """You plan work for a bounded agent. Reply with ONE JSON object and nothing else:
 {"steps": [{"id": "s1", "description": "...", "depends_on": [], "tools": ["<tool name>"],
@@ -48,13 +48,14 @@ List under "conflicts" a task-critical fact on which pieces of evidence (ids in 
 CRITIC = """You are an independent reviewer. Score the output on each dimension from 0 to 1 and
 list concrete defects. Reply with ONE JSON object:
 {"scores": {"correctness": 0.0, "completeness": 0.0, "coherence": 0.0, "safety": 0.0},
- "defects": [{"location": "...", "problem": "...", "repair_hint": "...", "root_cause": "<class>"}]}
+ "defects": [{"location": "...", "problem": "...", "repair_hint": "...", "root_cause": "<class>", "step": "<plan step id or empty>"}]}
 Give each defect the class of its root cause, one of: SCHEMA_VIOLATION (wrong structure),
 FACTUAL_ERROR (a claim the evidence contradicts), LOGIC_ERROR (invalid reasoning or a code bug),
 INCOMPLETENESS (a required part missing), COHERENCE_FAILURE (the output contradicts itself),
 SAFETY_VIOLATION (policy-violating content), HALLUCINATION (a claim no evidence supports),
 RETRIEVAL_GAP (not enough evidence was gathered), TOOL_FAILURE (a tool erred or returned the wrong thing).
-Give "location" as precisely as you can (a line, a field, a sentence): a located defect is fixed by a small edit."""
+Give "location" as precisely as you can (a line, a field, a sentence): a located defect is fixed by a small edit.
+Give "step" only when you can tell which plan step produced the defective part; leave it empty otherwise."""
 
 
 def task_brief(task: dict[str, Any]) -> str:

@@ -60,6 +60,8 @@ def cues_of(observation: dict[str, Any]) -> list[str]:
 
 def unsafe(state: dict[str, Any]) -> dict[str, Any] | None:
     """UNSAFE_DETECTION when the breaker trips, with the evidence named in the reason."""
+    if not refused_any(state):  # both trips need a refused attempt
+        return None
     observations = [obs for obs in state.get("observations", []) if obs.get("phase") in ("act", "retrieve")]
     flagged = next((position for position, obs in enumerate(observations) if cues_of(obs)), None)
     if flagged is not None:
@@ -89,6 +91,8 @@ def permission_denied(state: dict[str, Any]) -> dict[str, Any] | None:
     or rejected by a human and the actor then gave its final answer without it. A rejection is
     the human's permission decision, not a failure: the actor reads it and may revise (another
     call, asked again); when it answers instead, the step cannot be done in this run's scope."""
+    if not refused_any(state):
+        return None
     refused: dict[str, dict[str, Any]] = {}
     answered = _answered(state)
     for obs in state.get("observations", []):
@@ -112,6 +116,12 @@ def permission_denied(state: dict[str, Any]) -> dict[str, Any] | None:
                 step=step["id"],
             )
     return None
+
+
+def refused_any(state: dict[str, Any]) -> bool:
+    """Whether any call was refused by authority: the precondition of every trip here, and one
+    cheap pass, as every guard asks it of a long run's whole history."""
+    return not REFUSED_BY_AUTHORITY.isdisjoint({obs.get("status") for obs in state.get("observations", [])})
 
 
 def _answered(state: dict[str, Any]) -> bool:

@@ -28,7 +28,9 @@ many small writes."""
 
 
 def _fold_messages(current: list[AnyMessage] | None, writes: list[Any]) -> list[AnyMessage]:
-    return reduce(add_messages, writes, current or [])
+    """An empty write (a node with nothing to say this turn) is skipped: `add_messages` would copy
+    and re-index the whole conversation to add nothing."""
+    return reduce(add_messages, [write for write in writes if write], current or [])
 
 
 def merge_by_call_id(current: list[dict[str, Any]] | None, update: list[dict[str, Any]]) -> list[dict[str, Any]]:

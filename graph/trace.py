@@ -188,7 +188,7 @@ def _validation(node: str, update: dict[str, Any]) -> dict[str, Any] | None:
     if node == "repair" and (update.get("usage") or {}).get("repairs") and quality.get("repairs"):
         last = quality["repairs"][-1]
         return {"check": "repair", "strategy": last["strategy"], "quality_score": last.get("score"),
-                "diagnosis": [{key: defect.get(key) for key in ("cause", "source", "location", "strategy")} for defect in last["diagnosis"]]}
+                "diagnosis": [{key: defect.get(key) for key in ("cause", "source", "location", "step", "strategy")} for defect in last["diagnosis"]]}
     return None
 
 

@@ -31,9 +31,15 @@ def tripped(state: dict[str, Any]) -> dict[str, Any] | None:
 
 
 def repeated_failure(state: dict[str, Any]) -> dict[str, Any] | None:
-    calls = [obs for obs in state.get("observations", []) if obs.get("phase") == "act"]
-    progress = max((position for position, obs in enumerate(calls) if obs.get("stage") in ("verified", "committed")), default=-1)
-    failures = [obs for obs in calls[progress + 1:] if _failure(obs)]
+    failures = []
+    for obs in reversed(state.get("observations", [])):  # back to the latest progress only: a long run's history stays unread
+        if obs.get("phase") != "act":
+            continue
+        if obs.get("stage") in ("verified", "committed"):
+            break
+        if _failure(obs):
+            failures.append(obs)
+    failures.reverse()
     counts = Counter((obs["tool"], obs.get("args_hash"), _failure(obs)) for obs in failures)
     for (tool, _, status), count in counts.items():
         if count >= REPEAT_LIMIT:
@@ -51,8 +57,11 @@ def repeated_failure(state: dict[str, Any]) -> dict[str, Any] | None:
 def source_conflict(state: dict[str, Any]) -> dict[str, Any] | None:
     """SOURCE_CONFLICT when the judge names a task-critical claim on which two verified observations disagree.
     A conflict that cites fewer than two verified observations is not grounded and is ignored."""
+    conflicts = ((state.get("quality") or {}).get("verification") or {}).get("conflicts", [])
+    if not conflicts:
+        return None
     verified = {obs["call_id"] for obs in state.get("observations", []) if obs.get("stage") in ("verified", "committed")}
-    for conflict in ((state.get("quality") or {}).get("verification") or {}).get("conflicts", []):
+    for conflict in conflicts:
         sources = [source for source in conflict.get("sources", []) if source in verified]
         if len(set(sources)) >= 2:
             return ending(

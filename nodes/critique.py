@@ -6,8 +6,10 @@ judge) gave no usable reply even when asked again and nobody else found the outp
 unattended run then ends UNAVAILABLE_DEP naming the role, and keeps its work.
 
 The critic sees the task, the output, the evidence and the verifier's findings — never the
-actor's messages. It names a root-cause class per defect (graph/diagnosis.py). Its verdict passes only when every dimension meets its minimum (an L∞ gate:
-no dimension may be traded for another), and verification passed too.
+actor's messages. It names a root-cause class per defect (graph/diagnosis.py) and, where it can
+tell, the plan step that produced it (checked against the plan: graph/fault_trace.py). Its verdict
+passes only when every dimension meets its minimum (an L∞ gate: no dimension may be traded for
+another), and verification passed too.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from typing import Any
 from langchain_core.messages import HumanMessage, SystemMessage
 from pydantic import BaseModel, Field
 
-from graph import convergence
+from graph import convergence, fault_trace
 from graph.budget import Budget
 from graph.diagnosis import RootCause
 from graph.models import NoReply, ask_for, unusable_reply_ending
@@ -47,6 +49,9 @@ class Defect(BaseModel):
     root_cause: RootCause | None = None
     """One of seed 000's classes; a name outside them makes the reply unusable (asked again). Absent:
     the repair classifies the defect by the rubric dimension it hurts most."""
+    step: str = ""
+    """The plan step that produced the defective part, when the critic can tell; a name that is not a
+    step of the plan is ignored (graph/fault_trace.py)."""
 
 
 UNSCORED = {"passed": False, "weighted": 0.0, "scores": {}, "below_minimum": [], "defects": []}
@@ -66,7 +71,8 @@ async def critique(state: dict[str, Any], services: Services) -> dict[str, Any]:
         HumanMessage(
             f"{task_brief(state['task'])}\n\nOutput:\n{verification.get('output', '')}\n\n"
             f"Evidence:\n{evidence_brief(state.get('observations', []))}\n\n"
-            f"Verifier findings: {verification.get('failures') or 'none'}"
+            f"Verifier findings: {verification.get('failures') or 'none'}\n\n"
+            f"Plan steps:\n{_steps_brief((state.get('plan') or {}).get('steps', []))}"
         ),
     ]
     try:
@@ -77,6 +83,8 @@ async def critique(state: dict[str, Any], services: Services) -> dict[str, Any]:
     update["status"] = {"phase": "critique"}
     if parsed is not None:
         quality["critique"] = score(parsed, verification.get("passed", False))
+        steps, calls = (state.get("plan") or {}).get("steps", []), fault_trace.served(state.get("observations", []))
+        quality["critique"]["defects"] = [fault_trace.critic_step(defect, steps, calls) for defect in quality["critique"]["defects"]]
         return {**update, "quality": _measured(quality, state)}
     found_wrong = not verification.get("passed", False) and not verification.get("undecided")
     quality["critique"] = {**UNSCORED, "disagree": not found_wrong, "unusable": f"critic {problem}"}
@@ -84,6 +92,10 @@ async def critique(state: dict[str, Any], services: Services) -> dict[str, Any]:
         return {**update, "quality": quality, "ending": unusable_reply_ending("critic", problem)}
     # Found wrong by the verifier: its failures drive the repair. Otherwise a human reviews it.
     return {**update, "quality": _measured(quality, state)}
+
+
+def _steps_brief(steps: list[dict[str, Any]]) -> str:
+    return "\n".join(f"- {step['id']} [{step.get('status', 'pending')}]: {step['description']}" for step in steps) or "(no plan steps)"
 
 
 def _measured(quality: dict[str, Any], state: dict[str, Any]) -> dict[str, Any]:

@@ -2,9 +2,10 @@
 
 Each defect is classified (graph/diagnosis.py) and the round takes the strongest strategy its
 defects need, raised one rung each time a class comes back. The actor receives the diagnosis as
-structured data (class, location, expected/actual, strategy), not prose. A REPLAN round asks the
-planner for a targeted re-plan (graph/replan.py) of the unfinished steps, done steps kept; a round
-that would need a HUMAN, or a re-plan with none left, stops repairing.
+structured data (class, location, step, expected/actual, strategy), not prose. A REPLAN round asks
+the planner for a targeted re-plan (graph/replan.py) of the unfinished steps and of the steps its
+defects were traced to (graph/fault_trace.py) with their dependents, reopened though done. Every
+other done step is kept. A round that would need a HUMAN, or a re-plan with none left, stops repairing.
 
 A final answer given while a required plan step is not done comes here straight from act (the
 completion check, before any judge): the defects are then the unfinished steps.
@@ -31,7 +32,7 @@ from graph.status import Terminal, ending
 
 REPEAT_LIMIT = 3
 FEEDBACK = "Your answer did not pass review. Repair strategy {strategy}: {instruction}\nDiagnosis (JSON):\n{diagnosis}"
-DIAGNOSIS_KEYS = ("cause", "location", "expected", "actual", "test", "problem", "hint", "strategy")
+DIAGNOSIS_KEYS = ("cause", "location", "step", "expected", "actual", "test", "problem", "hint", "strategy")
 """The fields of a defect the actor sees, in order."""
 
 
@@ -84,11 +85,27 @@ def _repair_round(state: dict[str, Any], quality: dict[str, Any], planned: list[
     feedback = FEEDBACK.format(strategy=strategy, instruction=diagnosis.INSTRUCTIONS[strategy], diagnosis=json.dumps(shown, indent=1))
     update: dict[str, Any] = {"messages": [HumanMessage(feedback)], "usage": {"repairs": 1}}
     if strategy == "REPLAN":
-        why = [f"the output failed review ({defect['cause']}): {defect['problem']}" for defect in planned]
+        why = [f"the output failed review ({defect['cause']}): {defect['problem']}"
+               + (f" [traced to step {defect['step']}: {defect['trace']}]" if defect.get("step") else "") for defect in planned]
         current = state.get("plan") or {}
-        targets = replan.affected(current.get("steps", []), {step["id"] for step in unfinished(current.get("steps", []))})
-        update["plan"] = {**current, "valid": False, "errors": why, "replan": replan.request("verification", "; ".join(why), targets)}
+        update["plan"] = {**current, "valid": False, "errors": why, "replan": _replan_request(current.get("steps", []), planned, "; ".join(why))}
     return update
+
+
+def _replan_request(steps: list[dict[str, Any]], planned: list[dict[str, Any]], reason: str) -> dict[str, Any]:
+    """The re-plan a REPLAN round asks for. The steps its defects were traced to (graph/fault_trace.py)
+    are reopened, done or not, with their dependents; the unfinished steps are replaced as well, as
+    before tracing. No defect traced: the unfinished steps alone (none: the whole plan but its done steps)."""
+    ids = {step["id"] for step in steps}  # a step of an earlier plan, since replaced, is no trace
+    traced = {defect["step"] for defect in planned if defect.get("step") in ids}
+    untraced = replan.affected(steps, {step["id"] for step in unfinished(steps)})
+    if not traced:
+        return replan.request("verification", reason, untraced)
+    reach = set(replan.with_dependents(steps, traced))
+    done = {step["id"] for step in steps if step.get("status") == "done"}
+    return replan.request("verification", reason, [step["id"] for step in steps if step["id"] in reach | set(untraced)],
+                          traced=[step["id"] for step in steps if step["id"] in traced],
+                          reopened=[step["id"] for step in steps if step["id"] in reach & done])
 
 
 def _stop(code: Terminal, reason: str, next_safe_action: str) -> dict[str, str]:

@@ -5,7 +5,9 @@ if the one before it passed: a failing test is reason enough to repair, without 
 
 Each failure a check finds carries its root cause (graph/diagnosis.py) where the check tells it: a
 schema violation, a failing test (a logic error), an artifact missing its text (incompleteness), a
-tool that erred; the judge's unmet criteria are classified later, with the critic's defects.
+tool that erred; the judge's unmet criteria are classified later, with the critic's defects. A
+check's failure also names the plan step that wrote the file it points at, where one did
+(graph/fault_trace.py), so a re-plan can replace that step alone.
 
 A judge that gives no usable verdict, even asked again, fails nothing: an attended run records the
 verdict as undecided (the critic still scores, and a human reviews); an unattended run ends
@@ -14,6 +16,7 @@ UNAVAILABLE_DEP naming the judge, its work kept.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 from typing import Any
@@ -23,7 +26,7 @@ from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
 from pydantic import BaseModel, Field
 
 from checkpoints.store import get_payload
-from graph import memory
+from graph import fault_trace, memory
 from graph.budget import Budget, add_usage
 from graph.diagnosis import RootCause
 from graph.models import MAX_ASKS, NoReply, ask_for, unusable_reply_ending
@@ -120,17 +123,20 @@ async def run_checks(state: dict[str, Any], services: Services) -> tuple[list[di
     checks = sorted(state["task"]["checks"], key=lambda check: check["kind"] != "test")
     proposed = [gateway.ProposedCall(f"v{state['usage'].get('calls_by_role', {}).get('actor', 0)}.{n}", f"check:{n}", check["tool"], check["args"])
                 for n, check in enumerate(checks)]
+    registry = await services.registry(current_run_id(), state["settings"], state.get("tools"))
     admissions = await gateway.admit_all(
-        proposed, registry=await services.registry(current_run_id(), state["settings"], state.get("tools")),
+        proposed, registry=registry,
         rules=gateway.run_policy(state["settings"], state["task"]["profile"]), budget=Budget.model_validate(state["budget"]),
         usage=state["usage"], breaker_state=state.get("breakers") or {}, now=time.time(),
     )
-    failures: list[dict[str, Any]] = []
+    failed_checks: list[tuple[dict[str, Any], dict[str, Any] | None]] = []
+    """(failure, the check that found it), for tracing each failure to the plan step behind it."""
     tests: dict[str, int] | None = None
     update: dict[str, Any] = {"observations": [], "usage": {}}
     for check, admission in zip(checks, admissions):
         if admission.verdict != "admit":
-            failures.append({"criterion": check["name"], "reason": f"the check could not run: {admission.message}", "cause": RootCause.TOOL_FAILURE.value})
+            failed_checks.append(({"criterion": check["name"], "reason": f"the check could not run: {admission.message}",
+                                   "cause": RootCause.TOOL_FAILURE.value}, None))  # it never looked at anything: no trace
             continue
         payload = {"settings": state["settings"], "profile": state["task"]["profile"], "tools": state.get("tools"), "retries_left": 0}
         ran = await run_call(admission.call, payload, services, phase="verify")
@@ -140,12 +146,27 @@ async def run_checks(state: dict[str, Any], services: Services) -> tuple[list[di
         if check["kind"] == "test" and (report := test_report(output)) is not None:
             tests = add_tests(tests, report)
             if located := test_failures(check, report):
-                failures += [{**failure, "cause": RootCause.LOGIC_ERROR.value} for failure in located]
+                failed_checks += [({**failure, "cause": RootCause.LOGIC_ERROR.value}, check) for failure in located]
                 continue
         if failed := check_failure(check, ran["observations"][0]["status"], output):
             reason, cause = failed
-            failures.append({"criterion": check["name"], "reason": reason, "cause": cause.value})
-    return failures, update, tests
+            failed_checks.append(({"criterion": check["name"], "reason": reason, "cause": cause.value}, check))
+    if all(check is None for _, check in failed_checks):
+        return [failure for failure, _ in failed_checks], update, tests
+    writers = await fault_trace.run_writers(state.get("observations", []), registry, services)
+    return await asyncio.to_thread(_traced, failed_checks, writers, registry), update, tests
+
+
+def _traced(failed_checks: list[tuple[dict[str, Any], dict[str, Any] | None]], writers: fault_trace.Writers, registry: Any) -> list[dict[str, Any]]:
+    """Each failure with the plan step that wrote the file it points at, where one did (graph/fault_trace.py)."""
+    traced = []
+    for failure, check in failed_checks:
+        if check is not None:
+            location = failure.get("location") if failure.get("test") else None
+            files, shown = fault_trace.check_files(registry.get(check["tool"]), check["args"], location)
+            failure = {**failure, **(writers.trace(files, shown) or {})}
+        traced.append(failure)
+    return traced
 
 
 async def tool_output(ran: dict[str, Any], services: Services) -> str:

@@ -6,7 +6,7 @@
     .venv/bin/python -m tests.benchmarks.peer concurrency  # 50 and 200 runs at once, runs/s
     .venv/bin/python -m tests.benchmarks.peer resume       # process start -> first step saved
     .venv/bin/python -m tests.benchmarks.peer table        # all four, then the README's markdown table
-    .venv/bin/python -m tests.benchmarks.peer soak         # 1,000 iterations: time flat, storage linear
+    .venv/bin/python -m tests.benchmarks.peer soak         # 1,000 iterations: time flat, storage linear (--system bare: the peer's)
 
 Same process, same Postgres saver, same MCP `read_file` of our workspace server (stdio), scripted
 zero-latency models, durability "sync". One iteration = one model turn + one read call. Figures
@@ -30,7 +30,7 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import AsyncExitStack, contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -91,13 +91,13 @@ def round_trips() -> Iterator[list[int]]:
 
 
 @contextmanager
-def call_times() -> Iterator[list[float]]:
-    """perf_counter at each MCP tool call of any bridge: one per iteration in this benchmark."""
+def call_times(clock: Callable[[], float] = time.perf_counter) -> Iterator[list[float]]:
+    """`clock` at each MCP tool call of any bridge: one per iteration in this benchmark."""
     stamps: list[float] = []
     original = MCPBridge.call
 
     async def call(self: MCPBridge, *args: Any, **kwargs: Any) -> Any:
-        stamps.append(time.perf_counter())
+        stamps.append(clock())
         return await original(self, *args, **kwargs)
 
     MCPBridge.call = call  # type: ignore[method-assign]
@@ -320,18 +320,19 @@ def table(per_it: dict[str, Any], payload: dict[str, dict[int, int]], waves: dic
     return "\n".join(lines)
 
 
-async def soak(bench: Bench, total: int) -> None:
-    """One boundloop run of `total` iterations: per-iteration time of the first and last 100, and
-    storage at a quarter of the size against the whole (linear = 4)."""
-    print(f"\n## soak: one run of {total} iterations (load before {load()})")
+async def soak(bench: Bench, total: int, system: str = "boundloop") -> None:
+    """One run of `total` iterations: wall and CPU (this process) time per iteration over the first
+    and last 100, and storage at a quarter of the size against the whole (linear = 4)."""
+    print(f"\n## soak: one {system} run of {total} iterations (load before {load()})")
     thread_id = f"soak-{uuid.uuid4().hex[:10]}"
-    with call_times() as stamps:
-        await bench.run("boundloop", total, thread_id)
-    gaps = [(b - a) * 1000 for a, b in zip(stamps, stamps[1:])]
-    print(f"ms per iteration, first 100: {spread(gaps[:100], 2)}; last 100: {spread(gaps[-100:], 2)}; "
-          f"last/first medians {statistics.median(gaps[-100:]) / statistics.median(gaps[:100]):.2f}x")
+    with call_times() as stamps, call_times(time.process_time) as cpu_stamps:
+        await bench.run(system, total, thread_id)
+    for name, times in (("wall", stamps), ("CPU", cpu_stamps)):
+        gaps = [(b - a) * 1000 for a, b in zip(times, times[1:])]
+        print(f"{name} ms per iteration, first 100: {spread(gaps[:100], 2)}; last 100: {spread(gaps[-100:], 2)}; "
+              f"last/first medians {statistics.median(gaps[-100:]) / statistics.median(gaps[:100]):.2f}x")
     quarter = f"soak-{uuid.uuid4().hex[:10]}"
-    await bench.run("boundloop", total // 4, quarter)
+    await bench.run(system, total // 4, quarter)
     whole, part = (await bench.rows(thread_id))[3], (await bench.rows(quarter))[3]
     print(f"payload {part / 1e6:.2f} MB at {total // 4}, {whole / 1e6:.2f} MB at {total}: {whole / part:.2f}x (linear = 4); load after {load()}")
 
@@ -349,7 +350,7 @@ async def main(options: argparse.Namespace) -> None:
         elif command == "resume":
             await resume(bench, options.reps)
         elif command == "soak":
-            await soak(bench, options.iterations)
+            await soak(bench, options.iterations, options.system)
         else:
             figures = (await iterations(bench, options.reps), await storage(bench, [50, 200, 1000]),
                        await concurrency(bench, options.runs, options.reps), await resume(bench, options.reps))
@@ -363,6 +364,7 @@ def parser() -> argparse.ArgumentParser:
     parse.add_argument("--sizes", type=int, nargs="+", default=[], help="iterations: SMALL LARGE (20 60); storage: sizes (50 200 1000)")
     parse.add_argument("--runs", type=int, nargs="+", default=[50, 200], help="concurrency: runs started at once")
     parse.add_argument("--iterations", type=int, default=1000, help="soak: iterations of the one run")
+    parse.add_argument("--system", choices=SYSTEMS, default="boundloop", help="soak: whose run (boundloop, or create_agent bare or with middlewares)")
     return parse
 
 

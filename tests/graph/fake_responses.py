@@ -9,6 +9,9 @@ with the turns in order, then with ANSWER. A TURN is:
     callable(body) -> [item, ...] items computed from the request (e.g. after reading an approval response)
     {"status": 500}              an HTTP error with an OpenAI-style error body (429, 500, ...)
     {"malformed": True}          HTTP 200 whose body is not JSON
+    {"hang_s": 45}               read the request, answer nothing for 45 s (or until the server stops), then drop it
+    {"stall_s": 45}              send the status, the headers and the first part of the answer (the first event
+                                 when streaming), then nothing more for 45 s (or until the server stops)
 
 Requests with `"stream": true` are answered as server-sent events (response.created, each item's
 output_item.added/done with text deltas, response.completed). Every request body is kept in
@@ -47,6 +50,7 @@ class FakeResponses:
         self.roles: list[str] = []
         self.paths: list[str] = []
         self.turns = list(actor or [])
+        self._stopping = threading.Event()
         fake = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -61,23 +65,38 @@ class FakeResponses:
                     return self._send(turn["status"], json.dumps(_error(turn["status"])).encode(), "application/json")
                 if isinstance(turn, dict) and turn.get("malformed"):
                     return self._send(200, b"{not json", "application/json")
-                items = turn(body) if callable(turn) else list(turn) or [text(_content(role))]
+                if isinstance(turn, dict) and turn.get("hang_s"):
+                    fake._stopping.wait(turn["hang_s"])
+                    self.close_connection = True
+                    return None
+                stall_s = turn.get("stall_s") if isinstance(turn, dict) else None
+                items = [text(_content(role))] if isinstance(turn, dict) else turn(body) if callable(turn) else list(turn) or [text(_content(role))]
                 response = _response(body, items, len(fake.requests))
                 if body.get("stream"):
-                    return self._send(200, _events(response), "text/event-stream")
-                return self._send(200, json.dumps(response).encode(), "application/json")
+                    return self._send(200, _events(response), "text/event-stream", stall_s=stall_s)
+                return self._send(200, json.dumps(response).encode(), "application/json", stall_s=stall_s)
 
-            def _send(self, status: int, payload: bytes, kind: str) -> None:
+            def _send(self, status: int, payload: bytes, kind: str, *, stall_s: float | None = None) -> None:
                 self.send_response(status)
                 self.send_header("Content-Type", kind)
                 self.send_header("Content-Length", str(len(payload)))
                 self.end_headers()
+                if stall_s:  # part of the answer, then silence: the connection stays open, the answer never completes
+                    self.wfile.write(payload[: payload.find(b"\n\n") + 2 if kind == "text/event-stream" else len(payload) // 2])
+                    self.wfile.flush()
+                    fake._stopping.wait(stall_s)
+                    self.close_connection = True
+                    return
                 self.wfile.write(payload)
 
             def log_message(self, *args: Any) -> None:
                 pass
 
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        class Server(ThreadingHTTPServer):
+            def handle_error(self, request: Any, client_address: Any) -> None:
+                pass  # a client that gave up on a hung answer closed its socket: expected here
+
+        self._server = Server(("127.0.0.1", 0), Handler)
         self.base_url = f"http://127.0.0.1:{self._server.server_address[1]}/v1"
 
     def actor_requests(self) -> list[dict[str, Any]]:
@@ -88,6 +107,7 @@ class FakeResponses:
         return self
 
     def __exit__(self, *exc_info: object) -> None:
+        self._stopping.set()
         self._server.shutdown()
         self._server.server_close()
 

@@ -1,6 +1,8 @@
 """A loopback stand-in for the LangSmith API: answers GET /info with {} and records every run the
 client posts or patches (multipart batch, JSON batch, single run), merged by run id, and how often
-each run was posted."""
+each run was posted. Set `capture.fault` to make it misbehave from then on: "error" answers every
+POST and PATCH with HTTP 500 and records nothing, "hang" reads them and never answers (until the
+stand-in stops); `None` behaves again."""
 
 from __future__ import annotations
 
@@ -21,6 +23,11 @@ class Capture:
         self.posts: Counter[str] = Counter()
         """How many times each run id was created (posted)."""
         self.lock = threading.Lock()
+        self.fault: str | None = None
+        """None, "error" (HTTP 500) or "hang" (no answer) for every POST and PATCH from now on."""
+        self.refused = 0
+        """POSTs and PATCHes answered with the fault instead of being recorded."""
+        self.stopping = threading.Event()
 
     def merge(self, run: dict[str, Any]) -> None:
         with self.lock:
@@ -76,9 +83,29 @@ def langsmith_stand_in() -> Iterator[tuple[str, Capture]]:
         def _body(self) -> bytes:
             return self.rfile.read(int(self.headers.get("Content-Length") or 0))
 
+        def _faulted(self) -> bool:
+            """Answer with the current fault, if any (True: nothing to record)."""
+            if capture.fault is None:
+                return False
+            with capture.lock:
+                capture.refused += 1
+            if capture.fault == "hang":
+                capture.stopping.wait()
+                self.close_connection = True
+                return True
+            data = json.dumps({"detail": "internal server error"}).encode()
+            self.send_response(500)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+            return True
+
         def do_POST(self) -> None:
             capture.requests.append(f"POST {self.path}")
             body = self._body()
+            if self._faulted():
+                return
             if self.path.startswith("/runs/multipart"):
                 for run in _multipart(self.headers["Content-Type"], body, capture.posts).values():
                     capture.merge(run)
@@ -95,14 +122,22 @@ def langsmith_stand_in() -> Iterator[tuple[str, Capture]]:
 
         def do_PATCH(self) -> None:
             capture.requests.append(f"PATCH {self.path}")
-            capture.merge({"id": self.path.rstrip("/").rsplit("/", 1)[-1], **json.loads(self._body())})
+            body = self._body()
+            if self._faulted():
+                return
+            capture.merge({"id": self.path.rstrip("/").rsplit("/", 1)[-1], **json.loads(body)})
             self._answer()
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    class Server(ThreadingHTTPServer):
+        def handle_error(self, request: Any, client_address: Any) -> None:
+            pass  # a client that gave up on a hung answer closed its socket: expected here
+
+    server = Server(("127.0.0.1", 0), Handler)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
         yield f"http://127.0.0.1:{server.server_address[1]}", capture
     finally:
+        capture.stopping.set()
         server.shutdown()
         server.server_close()

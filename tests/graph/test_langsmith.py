@@ -1,14 +1,20 @@
 """With LANGSMITH_TRACING=true a run arrives in LangSmith as one tree, however many processes drove
 it: the run, one child per drive, its phases, the model calls with their role, each tool call as a
-`tool` run, approvals and interrupts as events. Off (the default), nothing is sent. The LangSmith
-API is a loopback stand-in (langsmith_capture.py)."""
+`tool` run, approvals and interrupts as events. Off (the default), nothing is sent. An endpoint that
+errors or hangs costs the run nothing. The LangSmith API is a loopback stand-in (langsmith_capture.py)."""
 
 from __future__ import annotations
 
 import json
+import subprocess
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import pytest
 
 from tests.graph.conftest import CRITIC_PASS, PLAN_ONE_STEP, READ_NOTES, step
-from tests.graph.langsmith_capture import langsmith_stand_in
+from tests.graph.langsmith_capture import Capture, langsmith_stand_in
 from tests.graph.test_cli import _env, boundloop
 
 MOVE = {"name": "workspace__move_file", "args": {"source": "notes.md", "destination": "old.md"}}
@@ -18,7 +24,10 @@ def _children(capture, parent: dict) -> list[dict]:
     return [run for run in capture.runs.values() if str(run.get("parent_run_id")) == str(parent["id"])]
 
 
-def test_a_run_is_one_langsmith_tree_with_tool_runs_and_events(db_url, workspace, tmp_path):
+@contextmanager
+def _waiting_run(db_url, workspace, tmp_path, thread_id: str) -> Iterator[tuple[Capture, dict[str, str], tuple[str, ...]]]:
+    """A traced `boundloop run` (drive 1) stopped at the approval of its move; yields the stand-in's
+    capture, the environment and the common arguments, with the stand-in still up."""
     script = tmp_path / "script.json"
     script.write_text(json.dumps({"model_id": "scripted-test", "roles": {
         "planner": [PLAN_ONE_STEP], "actor": [step(calls=[READ_NOTES, MOVE]), step("done")], "critic": [CRITIC_PASS]}}))
@@ -26,8 +35,13 @@ def test_a_run_is_one_langsmith_tree_with_tool_runs_and_events(db_url, workspace
         env = _env(LANGSMITH_TRACING="true", LANGSMITH_ENDPOINT=url, LANGSMITH_API_KEY="test-key")
         common = ("--database-url", db_url, "--json")
         started = boundloop("run", "Summarize notes.md", "--profile", "coding_assistant", "--model", "scripted", "--script", str(script),
-                            "--workspace", str(workspace), "--thread", "ls-run", *common, env=env)
+                            "--workspace", str(workspace), "--thread", thread_id, *common, env=env)
         assert json.loads(started.stdout)["status"] == "CONFIRM_REQUIRED", started.stderr
+        yield capture, env, common
+
+
+def test_a_run_is_one_langsmith_tree_with_tool_runs_and_events(db_url, workspace, tmp_path):
+    with _waiting_run(db_url, workspace, tmp_path, "ls-run") as (capture, env, common):
         (waiting,) = capture.by_name("boundloop.run")
         assert not waiting.get("end_time"), "a run waiting for a human is not over: its root stays open"
         finished = boundloop("approve", "ls-run", "a0.1", "--as", "ana", *common, env=env)
@@ -73,3 +87,32 @@ async def test_tracing_is_off_by_default_and_sends_nothing(run_script, monkeypat
         done = await run_script({"planner": [PLAN_ONE_STEP], "actor": [step(calls=[READ_NOTES]), step("done")], "critic": [CRITIC_PASS]})
         assert done.status == "SUCCESS"
     assert capture.requests == []
+
+
+def _drive_then_fail(db_url, workspace, tmp_path, fault: str) -> tuple[subprocess.CompletedProcess[str], float, Capture]:
+    """Drive 1 reaches LangSmith and stops at an approval; then the endpoint fails with `fault` and
+    `boundloop approve` drives the run to its end. Returns (the approve process, seconds it took, capture)."""
+    with _waiting_run(db_url, workspace, tmp_path, f"ls-{fault}") as (capture, env, common):
+        capture.fault = fault
+        clock = time.monotonic()
+        finished = boundloop("approve", f"ls-{fault}", "a0.1", "--as", "ana", *common, env=env)
+        took = time.monotonic() - clock
+    return finished, took, capture
+
+
+@pytest.mark.parametrize("fault", ["error", "hang"])
+def test_a_failing_langsmith_endpoint_between_drives_costs_the_run_nothing(db_url, workspace, tmp_path, fault):
+    """The run ends as it would untraced, in about the time an untraced drive takes, and says nothing
+    about tracing on stdout; LangSmith keeps what the first drive sent: the root still open (its end
+    never arrived), the first drive ended `waiting`, nothing of the second."""
+    finished, took, capture = _drive_then_fail(db_url, workspace, tmp_path, fault)
+    assert finished.returncode == 0, finished.stderr
+    assert json.loads(finished.stdout)["status"] == "SUCCESS"
+    assert took < 25, f"the approve drive took {took:.1f} s with LangSmith failing ({fault})"
+    assert capture.refused >= 1  # the second drive did try to send
+    assert "Traceback" not in finished.stderr
+    (root,) = capture.by_name("boundloop.run")
+    assert not root.get("end_time") and "terminal_code" not in root["extra"]["metadata"]
+    (drive,) = capture.by_name("boundloop.drive")
+    assert drive["extra"]["metadata"]["terminal_code"] == "waiting"
+    assert not [run for run in capture.runs.values() if run["run_type"] == "tool" and run["extra"]["metadata"]["tool"] == "workspace__move_file"]
