@@ -35,7 +35,6 @@ from nodes.critique import critique
 from nodes.escalate import escalate
 from nodes.execute import execute
 from nodes.finalize import finalize
-from nodes.gate import gate
 from nodes.intake import intake
 from nodes.observe import observe
 from nodes.plan import plan
@@ -55,7 +54,6 @@ PHASES: dict[str, Node] = {
     "retrieve": retrieve,
     "act": act,
     "compact": compact,
-    "gate": gate,
     "observe": observe,
     "verify": verify,
     "critique": critique,
@@ -83,10 +81,9 @@ def build_graph(*, checkpointer: BaseCheckpointSaver | None = None, services: Se
     builder.add_conditional_edges("plan", _inline(guards.route_after_plan))
     builder.add_conditional_edges("validate_plan", _inline(guards.route_after_validate))
     builder.add_conditional_edges("retrieve", _inline(guards.route_after_retrieve))
-    builder.add_conditional_edges("act", _inline(guards.route_after_act))
-    builder.add_conditional_edges("compact", _inline(guards.route_after_compact))
     tool_routes = ["approve", "execute", "act", "plan", "escalate", "finalize"]
-    builder.add_conditional_edges("gate", _inline(guards.route_tool_calls), tool_routes)
+    builder.add_conditional_edges("act", _inline(guards.route_after_act), ["compact", "verify", "repair", *tool_routes])
+    builder.add_conditional_edges("compact", _inline(guards.route_after_compact))
     builder.add_edge("execute", "observe")
     builder.add_edge("approve", "observe")
     builder.add_conditional_edges("observe", _inline(guards.route_tool_calls), tool_routes)

@@ -94,14 +94,25 @@ def route_after_retrieve(state: dict[str, Any]) -> Literal["act", "escalate", "f
     return "act" if may_call_model(state) else stop(state)
 
 
-def route_after_act(state: dict[str, Any]) -> Literal["compact", "gate", "verify", "repair", "escalate", "finalize"]:
+def needs_gate(state: dict[str, Any]) -> bool:
+    """The actor's reply, just merged into `state`, proposes calls to decide, and the run goes on.
+    act's node asks this before it gates (nodes/act.py); an approval request of a provider-side
+    connector is gated like a call."""
+    if must_stop(state) or (state.get("context") or {}).get("pressure"):
+        return False
+    last = state["messages"][-1]
+    return isinstance(last, AIMessage) and bool(last.tool_calls or last.invalid_tool_calls or approval_requests(last))
+
+
+def route_after_act(state: dict[str, Any]) -> list[Send] | Literal["compact", "approve", "execute", "act", "plan", "verify", "repair", "escalate", "finalize"]:
+    """The gate decided the reply's calls in act's step: dispatch them, exactly as after approve or
+    observe. Otherwise the reply was a final answer, or the run stops, or its context needs room."""
+    if (state.get("status") or {}).get("gated"):
+        return route_tool_calls(state)
     if must_stop(state):
         return stop(state)
     if (state.get("context") or {}).get("pressure"):
         return "compact"  # the context pressure gate: act did not call, its request was over the threshold
-    last = state["messages"][-1]
-    if isinstance(last, AIMessage) and (last.tool_calls or last.invalid_tool_calls or approval_requests(last)):
-        return "gate"  # an approval request of a provider-side connector is gated like a call
     if unfinished((state.get("plan") or {}).get("steps", [])):
         return "repair"  # the completion check: a final answer with a required step not done never reaches the judge
     needs_judge = bool(state["task"].get("acceptance_criteria"))
@@ -109,7 +120,7 @@ def route_after_act(state: dict[str, Any]) -> Literal["compact", "gate", "verify
 
 
 def route_tool_calls(state: dict[str, Any]) -> list[Send] | Literal["act", "plan", "escalate", "finalize"]:
-    """After gate, approve or observe: every approval of the turn first, then the dispatch waves in
+    """After act's gate, approve or observe: every approval of the turn first, then the dispatch waves in
     order (an approved call in its place, with the arguments it was approved with; a rejected or
     answered one left out), then the planner when a step asks for a re-plan, else the actor."""
     asks = [call for call in state.get("approvals", []) if "reservation" in call and not _decided(state, call)]

@@ -4,7 +4,9 @@ record as its result, and a checkpoint that resumes where it stopped.
 
 The halt is written as a state update on top of the last checkpoint, so the thread's pending
 step stays pending: resuming the thread (no input) continues the run, and the next phase
-overwrites the status. Never touches `ending`, which would route the run to finalize.
+overwrites the status. Never touches `ending`, which would route the run to finalize. The update
+is applied as the checkpoint's last node, whose guard runs again on it: the status is kept whole,
+so a halt right after act's gate (status `gated`) still routes to the same approvals and dispatch.
 """
 
 from __future__ import annotations

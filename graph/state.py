@@ -55,6 +55,20 @@ def _fold_breakers(current: dict[str, Any] | None, writes: list[Any]) -> dict[st
     return reduce(breaker_state.merge, writes, current or {})
 
 
+MERGED_BY = {"messages": add_messages, "observations": merge_by_call_id, "usage": add_usage, "breakers": breaker_state.merge,
+             "approvals": merge_by_call_id}
+"""The channels whose writes are merged into the value (the rest are replaced), as LoopState declares them."""
+
+
+def applied(state: dict[str, Any], update: dict[str, Any]) -> dict[str, Any]:
+    """The state once `update` is merged by the channels' reducers: what a node that goes on in the
+    same step (act's gate, nodes/act.py) must decide from, before the step is saved."""
+    merged = dict(state)
+    for key, value in update.items():
+        merged[key] = MERGED_BY[key](state.get(key) or type(value)(), value) if key in MERGED_BY else value
+    return merged
+
+
 class LoopState(TypedDict, total=False):
     """The run, as every node sees it. Values are JSON-able so Studio and the CLI can show them."""
 

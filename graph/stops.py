@@ -5,7 +5,8 @@ written (it streams eagerly whenever `custom` is consumed). A cancel that cut th
 gap would lose a step that finished and was reported, and the halt would be written over the step
 before it. So a drive with a node in flight is stopped at once (the node's model or tool call is
 cancelled), and a drive between nodes is stopped when its next node starts: that node is held at
-its start, after the finished step was saved, and never runs.
+its start, after the finished step was saved, and never runs. A stop while act is in flight, its
+gate included, loses the actor's reply with the decisions: the resumed act asks the model again.
 
 Only drives the Runner watches are held; the LangGraph server cancels its runs itself. Never
 cancels anything: the Runner does.

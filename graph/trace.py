@@ -167,12 +167,15 @@ def _hosted_offers(boundary: dict[str, Any]) -> dict[str, Any]:
 
 
 def _decisions(update: dict[str, Any]) -> list[dict[str, Any]]:
-    """The gate's permission decision on each proposed call: allow, ask, or the refusal."""
+    """The gate's permission decision on each proposed call: allow, ask, or the refusal. Made in
+    act's step, which also reports calls a provider already ran: those were not decided here."""
     if "dispatch" not in update:
         return []
     allowed = {call["call_id"]: call for wave in update.get("dispatch") or [] for call in wave}
     decided = []
     for obs in update.get("observations", []):
+        if obs.get("hosted") and obs.get("stage") in ("observed", "attempted"):
+            continue
         call = allowed.get(obs["call_id"])
         decision = obs.get("decision") or obs.get("status") if call is None else ("ask" if call.get("ask") else "allow")
         decided.append({"call_id": obs["call_id"], "tool": obs.get("tool"), "server": obs.get("server"), "args_hash": obs.get("args_hash"),

@@ -1,4 +1,14 @@
-"""act: ask the actor model for the next tool calls or the final answer."""
+"""act: ask the actor model for the next tool calls or the final answer, and gate the calls it proposes.
+
+The gate (nodes/gate.py: plan step, registry, arguments, policy, budget, breakers, dispatch waves)
+runs in this node, right after the reply, so the reply and the decision on each of its calls are
+saved in one checkpoint — one graph step per turn instead of two. Permission still comes before
+dispatch: the guard after act (guards.route_tool_calls) sends calls to execute or approve only
+from the decisions in the saved state, and LangGraph runs those tasks only after this step's
+checkpoint is written. A crash after the model replied but before that save loses the reply and
+the decisions together: the resumed step asks the model again. Nothing ran in between (the gate
+never dispatches), so no side effect is lost or repeated; only the model call is paid twice.
+"""
 
 from __future__ import annotations
 
@@ -7,17 +17,43 @@ from typing import Any
 
 from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
 
-from graph import compaction, goal_check, hosted_tools, memory, payload_tool, schedule
+from graph import compaction, goal_check, guards, hosted_tools, memory, payload_tool, schedule
 from graph.budget import add_usage
 from graph.models import NoReply, call_model
 from graph.prompts import ACTOR, SCHEMA_RULE, evidence_brief, task_brief
 from graph.services import Services, current_run_id
+from graph.state import applied
 from graph.status import Terminal, ending
+from nodes.gate import gate
 from tools.errors import ConfigError
+
+GATED = {"phase": "act", "gated": True}
+"""act's status when the gate decided the reply's calls in this step: the guard dispatches them."""
 
 
 async def act(state: dict[str, Any], services: Services) -> dict[str, Any]:
-    """One actor turn. The brief (task, plan progress, evidence) is rebuilt each turn, not stored."""
+    """One actor turn, then the gate's decisions on the calls it proposed (see the module docstring)."""
+    update = await ask_actor(state, services)
+    return await gate_reply(state, update, services)
+
+
+async def gate_reply(state: dict[str, Any], update: dict[str, Any], services: Services) -> dict[str, Any]:
+    """`update` with the gate's decisions on the reply's calls, when the run goes on to decide them
+    (guards.needs_gate: the same test the edge from act to the gate node made); else `update`."""
+    after = applied(state, update)
+    if not guards.needs_gate(after):
+        return update
+    decided = await gate(after, services)
+    merged = {**update, **decided, "status": dict(GATED)}
+    for key in ("messages", "observations"):
+        if key in update and key in decided:
+            merged[key] = update[key] + decided[key]
+    merged["usage"] = add_usage(update.get("usage"), decided.get("usage"))
+    return merged
+
+
+async def ask_actor(state: dict[str, Any], services: Services) -> dict[str, Any]:
+    """The actor's reply, or what stopped it. The brief (task, plan progress, evidence) is rebuilt each turn, not stored."""
     registry = await services.registry(current_run_id(), state["settings"], state.get("tools"))
     request, tools = actor_request(state, [spec.for_model() for spec in registry.specs()])
     try:

@@ -1,4 +1,5 @@
-"""gate: decide each tool call the actor proposed, before anything runs.
+"""gate: decide each tool call the actor proposed, before anything runs. Runs inside act's node,
+on the state with the actor's reply merged in (nodes/act.py), and is saved with that reply.
 
 Each call is first tied to the plan step it serves (graph/schedule.py): a call whose step waits
 for a step that is not done, and not served earlier in this turn, is refused (dependency_unmet)
@@ -28,6 +29,7 @@ MALFORMED = "invalid_arguments: {name}: the arguments are not valid JSON ({error
 
 
 async def gate(state: dict[str, Any], services: Services) -> dict[str, Any]:
+    """The decisions on the calls of the last actor reply, as a state update (no `status`: act's)."""
     reply = _last_ai(state)
     turn = state["usage"]["calls_by_role"].get("actor", 1) - 1
     proposed = [
@@ -86,7 +88,6 @@ async def gate(state: dict[str, Any], services: Services) -> dict[str, Any]:
         "observations": observations,
         "usage": usage,
         "dispatch": schedule.waves(planned, budget.parallel_calls),
-        "status": {"phase": "gate"},
     }
     if messages:  # an empty write changes nothing and still costs a checkpoint row
         update["messages"] = messages
@@ -133,7 +134,7 @@ def _last_ai(state: dict[str, Any]) -> AIMessage:
     for message in reversed(state["messages"]):
         if isinstance(message, AIMessage):
             return message
-    raise RuntimeError("gate reached without an actor message; the graph wiring is broken")
+    raise RuntimeError("gate called without an actor message; act gates only a reply with calls")
 
 
 def _observation(call: dict[str, Any]) -> dict[str, Any]:

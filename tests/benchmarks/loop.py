@@ -7,7 +7,7 @@ zero-latency scripted model; both loops use the same Postgres saver and the same
 kind, in this process. The baseline is the smallest honest LangGraph loop: a model node and a
 tool node, messages in state, nothing else. boundloop adds per iteration: the gate (registry,
 arguments, policy, budget, breakers), the observation ladder, budget accounting, trace events,
-and two more graph steps (gate, observe), each a checkpoint write with durability="sync".
+and one more graph step (observe; the gate runs in act's step), each a checkpoint write with durability="sync".
 Marginal ms per iteration = (T(60) − T(20)) / 40, which removes each run's fixed cost (planning,
 verification, server start). Prints figures; asserts nothing.
 """

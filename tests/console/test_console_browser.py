@@ -43,12 +43,12 @@ def test_the_run_list_shows_each_run_and_opens_its_timeline(page: Page, live_con
     expect(page.locator("#run-status")).to_have_text("CONFIRM_REQUIRED")
     phases = page.locator("svg.timeline text.label")
     expect(phases.first).to_have_text("intake")
-    assert {"plan", "act", "gate"} <= set(phases.all_text_contents())
+    assert {"plan", "act"} <= set(phases.all_text_contents())
     expect(page.locator("table.calls tr[data-call='a0.0'] td").nth(1)).to_have_text("workspace__delete_file")
     expect(page.locator("table.escalations tr[data-call='a0.0'] td").nth(3)).to_have_text("pending")
     expect(page.locator("table.calls tr[data-call='a0.0'] td").nth(2)).to_have_text("waiting")
     expect(page.locator("table.budget tr[data-dimension='model_turns'] td").nth(1)).to_have_text("2")
-    expect(page.locator("svg.timeline rect.phase.node-gate title")).to_have_text(re.compile(r"gate: [\d.]+ ms · workspace__delete_file:(pending|ask)"))  # the richer trace names the decision
+    expect(page.locator("svg.timeline rect.phase.node-act title")).to_have_text(re.compile(r"act: [\d.]+ ms · workspace__delete_file:(pending|ask)"))  # act's gate names the decision
     expect(request_of(page, run)).to_contain_text("rule:coding_assistant.delete")  # decidable from its timeline too
 
 

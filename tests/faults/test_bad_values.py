@@ -46,8 +46,8 @@ async def test_a_nul_in_a_tool_name_is_refused_as_unknown_and_the_run_goes_on(ru
     call = next(obs for obs in report.values["observations"] if obs["call_id"] == "a0.0")
     assert call["status"] == "unknown_tool"
     assert (await store.get_run(runner.pool, report.thread_id)).status == Terminal.SUCCESS
-    gate = [event for event in await runner.trace(report.thread_id) if event["node"] == "gate"]
-    assert gate[0]["data"]["decisions"][0]["tool"] == "workspace\ufffd__read_file"
+    acts = [event for event in await runner.trace(report.thread_id) if event["node"] == "act"]
+    assert acts[0]["data"]["decisions"][0]["tool"] == "workspace\ufffd__read_file"  # the gate decides in act's step
 
 
 async def test_a_refused_decision_exits_2_with_the_reason_and_the_recorded_one_can_still_be_applied(run_script, runner, db_url, workspace):

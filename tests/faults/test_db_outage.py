@@ -33,7 +33,7 @@ def _start(tmp_path: Path, name: str, url: str, **env: str) -> tuple[Path, subpr
     process = subprocess.Popen([BOUNDLOOP, *_run_args(servers, script, name, url)], env=_env(**env), cwd=tmp_path,
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
-        _wait_for_node(url, name, "gate", count=2, process=process, within_s=120)  # the slow call is running
+        _wait_for_node(url, name, "act", count=2, process=process, within_s=120)  # the slow call is running
     except BaseException:
         process.kill()
         process.communicate()

@@ -118,7 +118,7 @@ def test_a_run_killed_mid_loop_resumes_in_a_new_process_to_the_same_result(db_ur
     workspace, servers, script = _crash_task(tmp_path, "killed")
     process = subprocess.Popen([BOUNDLOOP, *_run_args(servers, script, "killed", db_url)], env=_env(),
                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    _wait_for_node(db_url, "killed", "gate", count=2, process=process)
+    _wait_for_node(db_url, "killed", "act", count=2, process=process)
     process.send_signal(signal.SIGKILL)
     process.wait(timeout=10)
 

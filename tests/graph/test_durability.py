@@ -36,7 +36,7 @@ def test_two_processes_resuming_the_same_run_at_once_only_one_executes(db_url, t
     assert crashed.returncode == -signal.SIGKILL
     first = subprocess.Popen([BOUNDLOOP, "resume", "shared", "--json", "--database-url", db_url], env=_env(),
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    _wait_for_node(db_url, "shared", "gate", count=2, process=first)  # the first resumer is inside the slow call
+    _wait_for_node(db_url, "shared", "act", count=2, process=first)  # the first resumer is inside the slow call
     second = boundloop("resume", "shared", "--json", "--database-url", db_url)
     assert second.returncode == 2
     assert "run shared is active elsewhere: another process holds its lease" in second.stderr
@@ -50,7 +50,7 @@ def test_ctrl_c_stops_at_the_next_safe_point_and_the_run_resumes(db_url, tmp_pat
     _, servers, script = _crash_task(tmp_path, "halted")
     process = subprocess.Popen([BOUNDLOOP, *_run_args(servers, script, "halted", db_url)], env=_env(),
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    _wait_for_node(db_url, "halted", "gate", count=2, process=process)  # the slow call is running
+    _wait_for_node(db_url, "halted", "act", count=2, process=process)  # the slow call is running
     process.send_signal(signal.SIGINT)
     out, err = process.communicate(timeout=60)
     assert process.returncode == 0, err
@@ -66,7 +66,7 @@ def test_a_second_ctrl_c_exits_at_once_and_leaves_a_resumable_run(db_url, tmp_pa
     workspace, servers, script = _crash_task(tmp_path, "twice")
     process = subprocess.Popen([BOUNDLOOP, *_run_args(servers, script, "twice", db_url)], env=_env(),
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    _wait_for_node(db_url, "twice", "gate", count=2, process=process)
+    _wait_for_node(db_url, "twice", "act", count=2, process=process)
     process.send_signal(signal.SIGINT)
     assert "stopping at the next safe point" in process.stderr.readline()  # the first one was handled
     process.send_signal(signal.SIGINT)

@@ -173,7 +173,7 @@ async def test_a_long_run_tokenises_the_same_few_messages_per_request(run_script
 
 
 def test_an_empty_messages_write_leaves_the_conversation_as_it_is():
-    """The gate writes `messages: []` every turn; folding it must not copy the whole conversation."""
+    """A node that writes `messages: []` (nothing to say this turn) must not make the fold copy the whole conversation."""
     from graph.state import _fold_messages
 
     history = [message for n in range(100) for message in turn(n)]

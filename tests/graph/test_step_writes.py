@@ -39,18 +39,20 @@ async def test_each_observe_writes_only_the_breaker_entries_of_its_own_call(run_
 
 
 async def test_the_tool_loop_writes_no_channel_it_left_unchanged(run_script, runner):
-    """No empty approvals or messages from the gate when it admitted everything; no plan from observe
-    once the step is done and later reads change nothing in it; usage deltas without their zeros."""
+    """No empty approvals or refusal messages from act's gate when it admitted everything (act writes
+    its reply alone); no plan from observe once the step is done and later reads change nothing in
+    it; usage deltas without their zeros."""
     report = await run_script({"planner": [PLAN_READ_NOTES], "actor": [*(step(calls=[call]) for call in READS[:3]), step("done")],
                                "critic": [CRITIC_PASS]})
     assert report.status == Terminal.SUCCESS
     writes = await _writes(runner, report.thread_id)
-    gate = {channel for node, channel, _ in writes if node == "gate"}
-    assert "approvals" not in gate and "messages" not in gate and "dispatch" in gate
+    act = {channel for node, channel, _ in writes if node == "act"}
+    assert "approvals" not in act and "dispatch" in act
+    assert [len(value) for node, channel, value in writes if node == "act" and channel == "messages"] == [1, 1, 1, 1]
     plans = [value for node, channel, value in writes if node == "observe" and channel == "plan"]
     assert len(plans) == 1 and plans[0]["steps"][0]["status"] == "done"  # the first read did the step; the next two changed nothing
-    usage = [value for node, channel, value in writes if channel == "usage" and node in ("act", "gate", "observe")]
-    assert len(usage) == 10 and all(value["wall_clock_s"] > 0 and all(value.values()) for value in usage)  # no zero counters, no empty maps
+    usage = [value for node, channel, value in writes if channel == "usage" and node in ("act", "observe")]
+    assert len(usage) == 7 and all(value["wall_clock_s"] > 0 and all(value.values()) for value in usage)  # no zero counters, no empty maps
 
 
 async def test_a_long_run_stores_its_history_as_deltas_not_as_repeated_snapshots(run_script, runner):

@@ -56,14 +56,14 @@ async def test_every_trace_field_is_recorded_and_replay_validates_the_run(run_sc
     report = await replay_run(runner.pool, run_id, runner.graph)
     assert report.valid, report.problems
     assert report.transitions[0] == ("__start__", "intake") and report.transitions[-1] == ("finalize", "__end__")
-    assert ("gate", "approve") in report.transitions and ("approve", "observe") in report.transitions
+    assert ("act", "approve") in report.transitions and ("approve", "observe") in report.transitions
 
 
 TAMPERINGS = [
-    ("DELETE FROM boundloop_trace WHERE thread_id = %s AND node = 'gate'", "is not an edge of the graph"),
-    ("UPDATE boundloop_trace SET data = jsonb_set(data, '{decisions,1,decision}', '\"denied\"') WHERE thread_id = %s AND node = 'gate'",
+    ("DELETE FROM boundloop_trace WHERE thread_id = %s AND node = 'act'", "is not an edge of the graph"),
+    ("UPDATE boundloop_trace SET data = jsonb_set(data, '{decisions,1,decision}', '\"denied\"') WHERE thread_id = %s AND node = 'act'",
      "ran although the decision was 'denied'"),
-    ("UPDATE boundloop_trace SET data = data - 'decisions' WHERE thread_id = %s AND node = 'gate'", "no permission decision before it"),
+    ("UPDATE boundloop_trace SET data = data - 'decisions' WHERE thread_id = %s AND node = 'act'", "no permission decision before it"),
     ("DELETE FROM boundloop_ledger WHERE thread_id = %s", "has no ledger INTENT"),
     ("UPDATE boundloop_trace SET data = jsonb_set(data, '{escalation,decision}', '\"reject\"') WHERE thread_id = %s AND node = 'approve'",
      "ran although the decision was 'ask'"),

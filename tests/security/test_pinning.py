@@ -93,7 +93,7 @@ async def test_a_resumed_run_plans_and_acts_before_its_servers_start_and_starts_
         resumed = await second.resume("lazy", observe=unblock_after_act)
 
     assert resumed.status == Terminal.SUCCESS, resumed.values.get("ending")
-    assert nodes[:3] == ["act", "gate", "execute"]
+    assert nodes[:2] == ["act", "execute"]
     assert calls.read_text() == "lookup a\nlookup b\n"
     assert [obs["status"] for obs in resumed.values["observations"]] == ["ok", "ok"]
 
