@@ -106,12 +106,18 @@ def _check_calls(events: list[Any], ledger: dict[str, Any], problems: list[str])
     decided: dict[str, tuple[str, Any]] = {}
     approved: set[str] = set()
     offered: dict[str, Any] = {}
+    step_began: Any = None
+    """When the current step began, at the latest: the previous step's event was written before it."""
     for event in events:
         data = event.data if event.kind in STEP_KINDS else {}
         for offer in ((data.get("run") or {}).get("allowed") or {}).get("hosted") or []:
             offered.update({name: event.at for name in _offered_names(offer)})
         for decision in data.get("decisions", []):
-            decided[decision["call_id"]] = (decision["decision"], event.at)
+            # a call decided and run in one step (verify's checks) was decided when that step began
+            ran_here = any(call.get("request_id") == decision["call_id"] for call in data.get("tool_calls", []))
+            decided[decision["call_id"]] = (decision["decision"], step_began if ran_here and step_began is not None else event.at)
+        if data:
+            step_began = event.at
         escalation = data.get("escalation") or {}
         if escalation.get("type") == "tool_approval" and escalation.get("decision") in APPROVED | {"respond"}:
             approved.add(escalation["call_id"])

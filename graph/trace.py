@@ -167,20 +167,26 @@ def _hosted_offers(boundary: dict[str, Any]) -> dict[str, Any]:
 
 
 def _decisions(update: dict[str, Any]) -> list[dict[str, Any]]:
-    """The gate's permission decision on each proposed call: allow, ask, or the refusal. Made in
-    act's step, which also reports calls a provider already ran: those were not decided here."""
+    """The permission decision on each call proposed in this step: the gate's in act's step (allow,
+    ask, or the refusal; act also reports calls a provider already ran, which were not decided
+    here), and verify's on the task's checks, which the same gateway admitted in verify's own step
+    (a refused check never runs and leaves no observation, so each one there was allowed)."""
+    checks = [_decision(obs, "allow") for obs in update.get("observations", []) if obs.get("phase") == "verify"]
     if "dispatch" not in update:
-        return []
+        return checks
     allowed = {call["call_id"]: call for wave in update.get("dispatch") or [] for call in wave}
     decided = []
     for obs in update.get("observations", []):
-        if obs.get("hosted") and obs.get("stage") in ("observed", "attempted"):
+        if obs.get("hosted") and obs.get("stage") in ("observed", "attempted") or obs.get("phase") == "verify":
             continue
         call = allowed.get(obs["call_id"])
-        decision = obs.get("decision") or obs.get("status") if call is None else ("ask" if call.get("ask") else "allow")
-        decided.append({"call_id": obs["call_id"], "tool": obs.get("tool"), "server": obs.get("server"), "args_hash": obs.get("args_hash"),
-                        "side_effect": obs.get("side_effect"), "rule": obs.get("rule"), "decision": decision})
-    return decided
+        decided.append(_decision(obs, obs.get("decision") or obs.get("status") if call is None else ("ask" if call.get("ask") else "allow")))
+    return decided + checks
+
+
+def _decision(obs: dict[str, Any], decision: str) -> dict[str, Any]:
+    return {"call_id": obs["call_id"], "tool": obs.get("tool"), "server": obs.get("server"), "args_hash": obs.get("args_hash"),
+            "side_effect": obs.get("side_effect"), "rule": obs.get("rule"), "decision": decision}
 
 
 def _tool_calls(update: dict[str, Any]) -> list[dict[str, Any]]:

@@ -6,6 +6,7 @@ import json
 import sys
 from pathlib import Path
 
+from graph.replay import replay_run
 from graph.status import Terminal
 from tests.graph.conftest import CRITIC_FAIL, CRITIC_PASS, PLAN_ONE_STEP, step
 from tests.mcp_servers.sandboxes import searchable_root
@@ -30,7 +31,7 @@ def _servers(root: Path) -> dict:
 
 
 @needs_pytest
-async def test_a_failing_pytest_run_puts_the_failure_location_in_the_repair_prompt(run_script):
+async def test_a_failing_pytest_run_puts_the_failure_location_in_the_repair_prompt(run_script, runner):
     with searchable_root() as root:
         root.chmod(0o777)  # the sandbox's user writes pytest's report here
         servers = _servers(root)
@@ -50,6 +51,8 @@ async def test_a_failing_pytest_run_puts_the_failure_location_in_the_repair_prom
     assert {key: located[key] for key in ("cause", "location", "expected", "actual", "strategy")} == {
         "cause": "LOGIC_ERROR", "location": "test_calc.py:5", "expected": "3", "actual": "-1", "strategy": "MINIMAL_EDIT"}
     assert report.values["quality"]["verification"]["tests"] == {"passed": 1, "failed": 0, "errors": 0}
+    replayed = await replay_run(runner.pool, report.thread_id, runner.graph)  # each check verify ran carries its permission decision
+    assert replayed.valid, replayed.problems
 
 
 @needs_pytest
