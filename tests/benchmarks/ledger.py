@@ -23,7 +23,7 @@ import time
 import uuid
 from pathlib import Path
 
-from checkpoints import open_pool, store
+from checkpoints import open_pool
 from checkpoints.pool import database_url
 from checkpoints.schema import migrate
 from tools import ledger

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import sys
-from pathlib import Path
 
 from graph.status import Terminal
 from graph.task import RunSettings, Task

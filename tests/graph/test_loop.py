@@ -6,7 +6,7 @@ import hashlib
 import json
 
 import pytest
-from langchain_core.messages import AIMessage, ToolMessage
+from langchain_core.messages import ToolMessage
 
 from graph.errors import RunStopped
 from graph.status import Terminal

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from graph.status import Terminal
-from tests.graph.conftest import CRITIC_FAIL, CRITIC_PASS, PLAN_ONE_STEP, step
+from tests.graph.conftest import CRITIC_FAIL, PLAN_ONE_STEP, step
 
 JUDGE_FAIL = step({"passed": False, "failures": [{"criterion": "owner", "reason": "owner missing"}]})
 WRITE_NEW = {"name": "workspace__write_file", "args": {"path": "new.md", "content": "draft"}}
