@@ -99,6 +99,17 @@ class BoundloopSaver(AsyncPostgresSaver):
                                "(langgraph-checkpoint-postgres changed; see checkpoints/saver.py _cursor)")
         return saved
 
+    async def adelete_for_runs(self, run_ids: Sequence[str]) -> None:
+        """Delete the checkpoints the runs created (their metadata names the run) and the writes
+        made against them; the thread's state goes back to where it was before them.
+
+        Left in place: blobs (content-addressed by version, shared with earlier checkpoints), and
+        the writes a resumed run made against the checkpoint it resumed from — LangGraph stores
+        no run id on a write (README, "LangGraph server and Studio").
+        """
+        async with self._cursor() as cur:
+            await cur.execute(_DELETE_FOR_RUNS, ([str(run_id) for run_id in run_ids],))
+
     @asynccontextmanager
     async def _cursor(self, *, pipeline: bool = False) -> AsyncIterator[AsyncCursor[DictRow]]:
         """The parent's cursor; a save that carries trace events INSERTs them after its own

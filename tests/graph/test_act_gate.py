@@ -59,8 +59,9 @@ def test_a_crash_after_the_reply_and_its_decisions_but_before_the_save_re_asks_a
     assert json.loads(resumed.stdout)["status"] == "SUCCESS"
     assert (workspace / "out.md").read_text() == "result v1\n"
     with psycopg.connect(db_url, autocommit=True) as conn:
-        decided = conn.execute("SELECT data->'step', data->'decisions'->0->>'call_id' FROM boundloop_trace WHERE thread_id = 'unsaved' "
-                               "AND node = 'act' ORDER BY id LIMIT 2").fetchall()
+        decided = conn.execute("SELECT data->'decisions'->0->>'call_id' FROM boundloop_trace WHERE thread_id = 'unsaved' "
+                               "AND node = 'act' ORDER BY id").fetchall()
         ledger = conn.execute("SELECT call_id, status FROM boundloop_ledger WHERE thread_id = 'unsaved' ORDER BY call_id").fetchall()
-    assert decided[0] == decided[1] and decided[0][1] == "a0.0"  # the same step decided twice: the lost attempt and the re-ask
+    # the lost attempt's step was never saved, so neither was its trace event: the re-ask's decision is the only one
+    assert [call_id for (call_id,) in decided].count("a0.0") == 1 and decided[0] == ("a0.0",)
     assert ledger == [("a0.0", "COMPLETE")]
