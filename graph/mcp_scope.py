@@ -13,6 +13,8 @@ puts them in the call's observation (`server_requests`), and writes each to the 
 
 from __future__ import annotations
 
+import asyncio
+import contextvars
 from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
@@ -57,7 +59,13 @@ def for_call(call: dict[str, Any], payload: dict[str, Any], services: Services) 
 
 
 def _sampler(payload: dict[str, Any], services: Services, spent: dict[str, Any]) -> Any:
+    """The run's model for one tool call's sampling requests. A request arrives on the server
+    connection's receive loop, whose context is the one the connection started in — a step that may
+    be long over, with its deadline passed — so the model is asked in a copy of the call's own context
+    (its step's deadline, its run's config), taken here, while the call is being set up."""
     from graph.models import NoReply, call_model
+
+    call_context = contextvars.copy_context()
 
     async def sample(params: types.CreateMessageRequestParams) -> types.CreateMessageResult:
         state = {"settings": payload["settings"], "budget": payload["budget"], "usage": payload.get("usage") or {},
@@ -66,7 +74,8 @@ def _sampler(payload: dict[str, Any], services: Services, spent: dict[str, Any])
         if exhausted is not None:
             raise SamplingRefused(f"the run cannot pay for it: {exhausted.message}")
         try:
-            reply, update = await call_model(state, services, SAMPLER, _messages(params), spent=dict(spent))
+            asked = call_model(state, services, SAMPLER, _messages(params), spent=dict(spent))
+            reply, update = await asyncio.create_task(asked, context=call_context.copy())
         except NoReply as failed:
             _charge(spent, failed.update)
             raise SamplingRefused(f"the run's model did not answer: {failed.update['ending']['reason']}") from None

@@ -1,0 +1,35 @@
+"""A server's sampling request is answered under the deadline of the tool call it came during, not
+under the one of the step in which the server's connection happened to start (its receive loop
+runs in that step's context, which may be long over)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+from mcp import types
+
+from graph import deadline, mcp_scope
+from graph.budget import Budget
+from graph.services import Services
+from tests.graph.conftest import step
+
+ADVISE = types.CreateMessageRequestParams(
+    messages=[types.SamplingMessage(role="user", content=types.TextContent(type="text", text="advise"))], max_tokens=50)
+
+
+async def test_sampling_waits_under_the_calls_deadline_not_the_connections(tmp_path):
+    script = tmp_path / "script.json"
+    script.write_text(json.dumps({"model_id": "scripted-sampling", "roles": {"sampler": [step("keep it short", tokens=(40, 7))]}}))
+    payload = {"settings": {"model": "scripted", "script": str(script)}, "budget": Budget().model_dump(), "usage": {}, "breakers": {}}
+    spent: dict = {}
+    with deadline.step_deadline(60):  # the tool call's step: a minute left
+        sample = mcp_scope._sampler(payload, Services(), spent)
+
+    async def on_the_receive_loop() -> types.CreateMessageResult:
+        with deadline.step_deadline(0):  # the step the connection started in: over
+            return await sample(ADVISE)
+
+    result = await asyncio.create_task(on_the_receive_loop())
+    assert result.content.text == "keep it short"
+    assert spent["usage"]["calls_by_role"] == {"sampler": 1}
