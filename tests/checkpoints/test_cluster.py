@@ -37,6 +37,15 @@ def _one(url: str, sql: str) -> object:
         return row[0]
 
 
+def _backend_uid(url: str) -> int:
+    """The user the server runs as: the owner of this connection's backend, read while the
+    connection (and so the backend process) is still open."""
+    with psycopg.connect(url) as conn:
+        row = conn.execute("SELECT pg_backend_pid()").fetchone()
+        assert row is not None
+        return Path(f"/proc/{row[0]}").stat().st_uid
+
+
 def test_ensure_running_returns_the_url_of_the_boundloop_database(running: LocalCluster) -> None:
     """The DSN names the loopback address, the persisted port and the `boundloop` database."""
     url = running.ensure_running()
@@ -114,8 +123,7 @@ def test_as_root_the_server_runs_as_the_unprivileged_owner_of_its_data_dir(
     running: LocalCluster,
 ) -> None:
     """PostgreSQL refuses root, so initdb and pg_ctl ran as another user, who owns the data."""
-    backend = _one(running.url(), "SELECT pg_backend_pid()")
-    server_uid = Path(f"/proc/{backend}").stat().st_uid
+    server_uid = _backend_uid(running.url())
     assert server_uid != 0
     assert server_uid == running.data_dir.stat().st_uid
 
@@ -136,9 +144,7 @@ def test_as_root_without_a_postgres_user_a_system_user_is_created_to_run_the_ser
 ) -> None:
     """The fallback account is a system user; creating it is announced on stderr."""
     url = cluster.ensure_running()
-    backend = _one(url, "SELECT pg_backend_pid()")
-    created = pwd.getpwnam(own_user)
-    assert Path(f"/proc/{backend}").stat().st_uid == created.pw_uid
+    assert _backend_uid(url) == pwd.getpwnam(own_user).pw_uid
     assert capsys.readouterr().err == (
         f"boundloop: creating system user {own_user!r} to run PostgreSQL (it refuses root)\n"
     )
