@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import pytest
+from pydantic import ValidationError
 
 from graph.confidence import Signals, estimate, evidence_coverage, review_triggers
+from nodes.critique import Scores
 
 
 def signals(**given) -> Signals:
@@ -69,3 +71,11 @@ async def test_judge_samples_vote_and_their_agreement_is_a_signal(run_script):
     assert (verification["passed"], verification["consistency"]) == (True, 0.6667)
     assert report.values["usage"]["calls_by_role"]["judge"] == 3
     assert report.values["quality"]["confidence_signals"]["consistency"] == 0.6667
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), float("-inf"), 1.5, -0.1, "high", None])
+def test_a_critic_score_that_is_not_a_number_in_0_to_1_is_refused_before_it_can_reach_the_confidence(bad):
+    """The critic's reply is validated at parse time: a NaN or out-of-range score is a malformed reply,
+    never a signal (a NaN would otherwise survive the clamp in `estimate`: min/max keep it)."""
+    with pytest.raises(ValidationError):
+        Scores(correctness=bad, completeness=1.0, coherence=1.0, safety=1.0)
