@@ -42,12 +42,14 @@ async def test_runs_shows_the_holder_and_a_frozen_worker_is_fenced_until_it_dies
         wait_until("w1 between two writes of the run", lambda: worker_pool.query(MID_RUN, "w1@%"), within_s=90, every_s=0.02)
         frozen.send_signal(signal.SIGSTOP)
         try:
-            files_when_frozen = worker_pool.files(run)
             listed = boundloop("runs", "--json", "--database-url", worker_pool.db_url)
             assert listed.returncode == 0, listed.stderr
             assert _worker(json.loads(listed.stdout), run).startswith("w1@"), listed.stdout
             silent = await eventually("the column says w1 is silent", lambda: _said(runner, run, "no heartbeat"), within_s=30)
             assert silent.startswith("w1@")
+            # Read only now: a write w1's MCP server (its own process, not stopped) had already been
+            # sent may land just after the SIGSTOP; by the time w1 is silent it has landed.
+            files_when_frozen = worker_pool.files(run)
 
             start_worker("w2")
             await eventually("w2 takes the stalled job", lambda: _taken_by(runner, run, "w2@"), within_s=60)
