@@ -160,19 +160,21 @@ async def test_every_terminal_code_is_reached_by_a_real_run_and_checkpointed(cod
     case.check(report, workspace)
 
 
-async def test_a_cancel_is_written_into_the_checkpointed_state_with_its_halt_record_and_the_run_resumes(runner, workspace, tmp_path, db_url):
+@pytest.mark.parametrize("after", ["act", "execute"])
+async def test_a_cancel_is_written_into_the_checkpointed_state_with_its_halt_record_and_the_run_resumes(runner, workspace, tmp_path, db_url, after):
     """USER_CANCEL at a safe point: the saved state carries the code and the halt record, not only the
-    run registry; the run then resumes from that checkpoint to SUCCESS."""
+    run registry; the run then resumes from that checkpoint to SUCCESS. Cancelled right after the
+    call ran, the resumed run goes on to ground it: the call is never sent again."""
     script = tmp_path / "script.json"
     script.write_text(json.dumps({"model_id": "scripted-test", "roles": {
         "planner": [PLAN_READ_NOTES], "actor": [step(calls=[READ_NOTES]), FINAL], "critic": [CRITIC_PASS]}}))
     settings = RunSettings(model="scripted", script=str(script), workspace_root=str(workspace))
 
-    def cancel_after_first_act(node: str, update: dict[str, Any], state: dict[str, Any]) -> None:
-        if node == "act":
+    def cancel_after_first(node: str, update: dict[str, Any], state: dict[str, Any]) -> None:
+        if node == after:
             runner.cancel()
 
-    halted = await runner.start(Task(goal="Summarize notes.md"), settings, observe=cancel_after_first_act)
+    halted = await runner.start(Task(goal="Summarize notes.md"), settings, observe=cancel_after_first)
     assert halted.status == Terminal.USER_CANCEL
     saved = (await runner.report(halted.thread_id)).values
     assert saved["status"]["terminal"] == Terminal.USER_CANCEL
@@ -182,6 +184,8 @@ async def test_a_cancel_is_written_into_the_checkpointed_state_with_its_halt_rec
     async with Runner(db_url) as another_process:
         resumed = await another_process.resume(halted.thread_id)
     assert resumed.status == Terminal.SUCCESS and resumed.result["kind"] == "result"
+    sent = [event for event in await runner.trace(halted.thread_id) if event["kind"] == "call"]
+    assert [event["data"]["call"]["call_id"] for event in sent] == ["a0.0"]
 
 
 async def test_the_same_refused_call_three_times_ends_repeated_failure_long_before_the_budget(run_script):
