@@ -36,7 +36,6 @@ from nodes.escalate import escalate
 from nodes.execute import execute
 from nodes.finalize import finalize
 from nodes.intake import intake
-from nodes.observe import observe
 from nodes.plan import plan
 from nodes.remember import remember
 from nodes.repair import repair
@@ -54,7 +53,6 @@ PHASES: dict[str, Node] = {
     "retrieve": retrieve,
     "act": act,
     "compact": compact,
-    "observe": observe,
     "verify": verify,
     "critique": critique,
     "repair": repair,
@@ -64,7 +62,7 @@ PHASES: dict[str, Node] = {
     "finalize": finalize,
 }
 TOOL_TASKS: dict[str, Node] = {"execute": execute, "approve": approve}
-"""Nodes run once per tool call (sent by the guards); their time is counted by observe, not here."""
+"""Nodes run once per tool call (sent by the guards); their time is counted by act's grounding, not here."""
 
 
 def build_graph(*, checkpointer: BaseCheckpointSaver | None = None, services: Services | None = None) -> CompiledStateGraph:
@@ -84,9 +82,8 @@ def build_graph(*, checkpointer: BaseCheckpointSaver | None = None, services: Se
     tool_routes = ["approve", "execute", "act", "plan", "escalate", "finalize"]
     builder.add_conditional_edges("act", _inline(guards.route_after_act), ["compact", "verify", "repair", *tool_routes])
     builder.add_conditional_edges("compact", _inline(guards.route_after_compact))
-    builder.add_edge("execute", "observe")
-    builder.add_edge("approve", "observe")
-    builder.add_conditional_edges("observe", _inline(guards.route_tool_calls), tool_routes)
+    builder.add_edge("execute", "act")  # act grounds the results first (nodes/act.py)
+    builder.add_edge("approve", "act")
     builder.add_conditional_edges("verify", _inline(guards.route_after_verify))
     builder.add_conditional_edges("critique", _inline(guards.route_after_critique))
     builder.add_conditional_edges("repair", _inline(guards.route_after_repair))

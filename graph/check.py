@@ -18,7 +18,7 @@ BOUNDED_BY: dict[str, str] = {
     "repair": "budget.repairs",
     "escalate": "budget.escalations (and a human answers each one)",
     "approve": "the turn's pending approvals (each call is decided once, then leaves the queue)",
-    "execute": "the turn's dispatch waves (each wave runs once, then observe removes it)",
+    "execute": "the turn's dispatch waves (each wave runs once, then act's grounding removes it)",
 }
 """Nodes whose every entry is guarded by a budget dimension; each cycle must pass one."""
 

@@ -1,6 +1,6 @@
 """faults: named crash points, so the kill harness can SIGKILL a run at an exact place.
 
-Off unless `BOUNDLOOP_CRASH_AT` names a point, e.g. `tool:after_intent` or `enter:observe#2`
+Off unless `BOUNDLOOP_CRASH_AT` names a point, e.g. `tool:after_intent` or `enter:act#2`
 (the second time that point is reached in this process). A crash is a real SIGKILL of this
 process: nothing is flushed, nothing is cleaned up — exactly what a power cut or an OOM kill
 leaves behind. The points:

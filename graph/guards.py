@@ -105,8 +105,9 @@ def needs_gate(state: dict[str, Any]) -> bool:
 
 
 def route_after_act(state: dict[str, Any]) -> list[Send] | Literal["compact", "approve", "execute", "act", "plan", "verify", "repair", "escalate", "finalize"]:
-    """The gate decided the reply's calls in act's step: dispatch them, exactly as after approve or
-    observe. Otherwise the reply was a final answer, or the run stops, or its context needs room."""
+    """The gate decided the reply's calls in act's step, or act grounded results while the turn goes
+    on: dispatch, approve, re-plan or stop as the turn requires. Otherwise the reply was a final
+    answer, or the run stops, or its context needs room."""
     if (state.get("status") or {}).get("gated"):
         return route_tool_calls(state)
     if must_stop(state):
@@ -120,7 +121,7 @@ def route_after_act(state: dict[str, Any]) -> list[Send] | Literal["compact", "a
 
 
 def route_tool_calls(state: dict[str, Any]) -> list[Send] | Literal["act", "plan", "escalate", "finalize"]:
-    """After act's gate, approve or observe: every approval of the turn first, then the dispatch waves in
+    """After act's gate or its grounding: every approval of the turn first, then the dispatch waves in
     order (an approved call in its place, with the arguments it was approved with; a rejected or
     answered one left out), then the planner when a step asks for a re-plan, else the actor."""
     asks = [call for call in state.get("approvals", []) if "reservation" in call and not _decided(state, call)]

@@ -62,10 +62,24 @@ MERGED_BY = {"messages": add_messages, "observations": merge_by_call_id, "usage"
 
 def applied(state: dict[str, Any], update: dict[str, Any]) -> dict[str, Any]:
     """The state once `update` is merged by the channels' reducers: what a node that goes on in the
-    same step (act's gate, nodes/act.py) must decide from, before the step is saved."""
+    same step (act's grounding and gate, nodes/act.py) must decide from, before the step is saved."""
     merged = dict(state)
     for key, value in update.items():
         merged[key] = MERGED_BY[key](state.get(key) or type(value)(), value) if key in MERGED_BY else value
+    return merged
+
+
+def combined(first: dict[str, Any], second: dict[str, Any]) -> dict[str, Any]:
+    """One update that has the effect of `first`, then `second`, written in one step: a merged
+    channel gets both writes (messages and observations in order), any other the later value."""
+    merged = dict(first)
+    for key, value in second.items():
+        if key not in first or key not in MERGED_BY:
+            merged[key] = value
+        elif key in ("messages", "observations"):
+            merged[key] = [*first[key], *value]
+        else:
+            merged[key] = MERGED_BY[key](first[key], value)
     return merged
 
 

@@ -177,8 +177,8 @@ def _decisions(update: dict[str, Any]) -> list[dict[str, Any]]:
     allowed = {call["call_id"]: call for wave in update.get("dispatch") or [] for call in wave}
     decided = []
     for obs in update.get("observations", []):
-        if obs.get("hosted") and obs.get("stage") in ("observed", "attempted") or obs.get("phase") == "verify":
-            continue
+        if obs.get("hosted") and obs.get("stage") in ("observed", "attempted") or obs.get("phase") == "verify" or obs.get("grounded"):
+            continue  # ran already (a provider's call, a check) or grounded here: decided in an earlier step
         call = allowed.get(obs["call_id"])
         decided.append(_decision(obs, obs.get("decision") or obs.get("status") if call is None else ("ask" if call.get("ask") else "allow")))
     return decided + checks

@@ -1,12 +1,17 @@
-"""act: ask the actor model for the next tool calls or the final answer, and gate the calls it proposes.
+"""act: ground what the turn's calls returned, ask the actor for the next calls or the final answer,
+and gate the calls it proposes — one graph step per turn.
 
-The gate (nodes/gate.py: plan step, registry, arguments, policy, budget, breakers, dispatch waves)
-runs in this node, right after the reply, so the reply and the decision on each of its calls are
-saved in one checkpoint — one graph step per turn instead of two. Permission still comes before
-dispatch: the guard after act (guards.route_tool_calls) sends calls to execute or approve only
-from the decisions in the saved state, and LangGraph runs those tasks only after this step's
-checkpoint is written. A crash after the model replied but before that save loses the reply and
-the decisions together: the resumed step asks the model again. Nothing ran in between (the gate
+A step that follows dispatched calls (status `gated`: execute or approve ran since) first grounds
+their results (nodes/observe.py). While the turn still has work — another dispatch wave, an
+approval, a re-plan, a stop — the step is that grounding alone, and the guard routes on as it
+would after a separate observe step. Otherwise the actor is asked, on the state with the grounding
+merged in, and the gate (nodes/gate.py: plan step, registry, arguments, policy, budget, breakers,
+dispatch waves) decides the reply's calls in the same step, so grounding, reply and decisions are
+saved in one checkpoint. Permission still comes before dispatch: the guard after act
+(guards.route_tool_calls) sends calls to execute or approve only from the decisions in the saved
+state, and LangGraph runs those tasks only after this step's checkpoint is written. A crash before
+that save loses the step whole: the resumed step grounds again (a pure function of the saved
+results, plus read-only post-condition reads) and asks the model again. Nothing ran in between (act
 never dispatches), so no side effect is lost or repeated; only the model call is paid twice.
 """
 
@@ -22,34 +27,37 @@ from graph.budget import add_usage
 from graph.models import NoReply, call_model
 from graph.prompts import ACTOR, SCHEMA_RULE, evidence_brief, task_brief
 from graph.services import Services, current_run_id
-from graph.state import applied
+from graph.state import applied, combined
 from graph.status import Terminal, ending
 from nodes.gate import gate
+from nodes.observe import observe
 from tools.errors import ConfigError
 
 GATED = {"phase": "act", "gated": True}
 """act's status when the gate decided the reply's calls in this step: the guard dispatches them."""
+GROUNDED = {"phase": "observe", "gated": True}
+"""act's status when the step only grounded results and the turn goes on: the guard routes it on."""
 
 
 async def act(state: dict[str, Any], services: Services) -> dict[str, Any]:
-    """One actor turn, then the gate's decisions on the calls it proposed (see the module docstring)."""
+    """Ground the turn's results, then one actor turn and the gate's decisions (see the module docstring)."""
+    grounded: dict[str, Any] = {}
+    if (state.get("status") or {}).get("gated"):  # execute or approve ran since the last turn
+        grounded = await observe(state, services)
+        state = applied(state, grounded)
+        if guards.route_tool_calls(state) != "act":  # another wave, an approval, a re-plan or a stop
+            return {**grounded, "status": dict(GROUNDED)}
     update = await ask_actor(state, services)
-    return await gate_reply(state, update, services)
+    return combined(grounded, await gate_reply(state, update, services))
 
 
 async def gate_reply(state: dict[str, Any], update: dict[str, Any], services: Services) -> dict[str, Any]:
     """`update` with the gate's decisions on the reply's calls, when the run goes on to decide them
-    (guards.needs_gate: the same test the edge from act to the gate node made); else `update`."""
+    (guards.needs_gate); else `update`."""
     after = applied(state, update)
     if not guards.needs_gate(after):
         return update
-    decided = await gate(after, services)
-    merged = {**update, **decided, "status": dict(GATED)}
-    for key in ("messages", "observations"):
-        if key in update and key in decided:
-            merged[key] = update[key] + decided[key]
-    merged["usage"] = add_usage(update.get("usage"), decided.get("usage"))
-    return merged
+    return {**combined(update, await gate(after, services)), "status": dict(GATED)}
 
 
 async def ask_actor(state: dict[str, Any], services: Services) -> dict[str, Any]:

@@ -1,4 +1,5 @@
-"""observe: ground what the executed calls returned, and advance the plan only from that.
+"""observe: ground what the executed calls returned, and advance the plan only from that. Runs at the
+start of act's step after calls were dispatched (nodes/act.py), not as a graph step of its own.
 
 An `ok` observation is promoted to `verified` only when its post-condition holds where the tool
 allows one (tools/postconditions.py: the checksum of the file written, the id and data of the
@@ -34,6 +35,7 @@ TOOL_AUTHORED = frozenset({"ok", "tool_error"})
 
 
 async def observe(state: dict[str, Any], services: Services) -> dict[str, Any]:
+    """The grounding of the calls dispatched since the last turn, as a state update ({} when none ran or was settled)."""
     observations = state.get("observations", [])
     fresh = [obs for obs in observations if obs.get("stage") in {"observed", "attempted"} and not obs.get("grounded")]
     breaker_state = before = state.get("breakers") or {}
@@ -65,11 +67,7 @@ async def observe(state: dict[str, Any], services: Services) -> dict[str, Any]:
         grounded.append(record)
     done_ids = {obs["call_id"] for obs in observations if obs.get("status") != "pending"}  # ran, or refused at approval
     waiting = [wave for wave in state.get("dispatch", []) if not all(call["call_id"] in done_ids for call in wave)]
-    update: dict[str, Any] = {
-        "observations": grounded,
-        "status": {"phase": "observe"},
-        "usage": {"wall_clock_s": _span(fresh)},
-    }
+    update: dict[str, Any] = {"observations": grounded, "usage": {"wall_clock_s": _span(fresh)}} if fresh else {}
     if waiting != state.get("dispatch", []):  # unchanged channels are not written: each write is a checkpoint row
         update["dispatch"] = waiting
     if changed := breakers.changes(before, breaker_state):

@@ -6,8 +6,9 @@ One iteration = one model turn + one read-only tool call (workspace read_file ov
 zero-latency scripted model; both loops use the same Postgres saver and the same MCP session
 kind, in this process. The baseline is the smallest honest LangGraph loop: a model node and a
 tool node, messages in state, nothing else. boundloop adds per iteration: the gate (registry,
-arguments, policy, budget, breakers), the observation ladder, budget accounting, trace events,
-and one more graph step (observe; the gate runs in act's step), each a checkpoint write with durability="sync".
+arguments, policy, budget, breakers), the observation ladder, budget accounting and trace events,
+all in the same two steps (act with its gate and the grounding of the previous turn's results, then
+execute), each a checkpoint write with durability="sync".
 Marginal ms per iteration = (T(60) − T(20)) / 40, which removes each run's fixed cost (planning,
 verification, server start). Prints figures; asserts nothing.
 """

@@ -20,7 +20,7 @@ from tests.graph.fake_openai import FakeOpenAI
 
 NOTES = {"notes.md": "Action items:\n- Ana: publish the notes\n"}
 TASK = {"goal": "Summarize notes.md", "acceptance_criteria": ["the answer names Ana's action item"]}
-PATH = "intake plan validate_plan act execute observe act verify critique commit remember finalize".split()
+PATH = "intake plan validate_plan act execute act verify critique commit remember finalize".split()
 
 
 def step(content: Any = "", calls: list[dict[str, Any]] | None = None, tokens: tuple[int, int] = (100, 10)) -> dict[str, Any]:

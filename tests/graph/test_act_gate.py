@@ -28,12 +28,12 @@ def test_the_state_the_gate_decides_from_merges_every_channel_as_the_graph_does(
 
 
 async def test_a_turn_whose_every_call_is_refused_goes_from_act_straight_back_to_act(run_script, runner):
-    """No dispatch, no observe: the refusal is the call's one result, saved with the reply."""
+    """No dispatch, nothing to ground: the refusal is the call's one result, saved with the reply."""
     report = await run_script({"planner": [PLAN_ONE_STEP], "actor": [step(calls=[UNKNOWN]), step(calls=[READ_NOTES]), step("done")],
                                "critic": [CRITIC_PASS]})
     assert report.status == Terminal.SUCCESS
     nodes = [event["node"] for event in await runner.trace(report.thread_id) if event["kind"] == "node"]
-    assert nodes[:6] == ["intake", "plan", "validate_plan", "act", "act", "observe"]
+    assert nodes[:6] == ["intake", "plan", "validate_plan", "act", "act", "act"]
     first = next(event["data"] for event in await runner.trace(report.thread_id) if event["node"] == "act")
     assert [decision["decision"] for decision in first["decisions"]] == ["unknown_tool"]
     replayed = await replay_run(runner.pool, report.thread_id, runner.graph)

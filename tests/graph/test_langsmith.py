@@ -63,7 +63,7 @@ def test_a_run_is_one_langsmith_tree_with_tool_runs_and_events(db_url, workspace
     assert second["extra"]["metadata"]["terminal_code"] == "SUCCESS" and "status:SUCCESS" in second["tags"]
 
     phases = {run["name"] for drive in (first, second) for graph_run in _children(capture, drive) for run in _children(capture, graph_run)}
-    assert {"intake", "plan", "validate_plan", "act", "execute", "approve", "observe", "verify", "finalize"} <= phases
+    assert {"intake", "plan", "validate_plan", "act", "execute", "approve", "verify", "finalize"} <= phases
     models = [run for run in capture.runs.values() if run["run_type"] == "llm"]
     assert {run["extra"]["metadata"]["boundloop_role"] for run in models} >= {"planner", "actor", "critic"}
 

@@ -21,7 +21,7 @@ SCRIPT = {"planner": [PLAN_READ_NOTES], "actor": [*(step(calls=[call]) for call 
 
 
 async def test_a_run_builds_its_pinned_registry_once_not_at_every_step(run_script, monkeypatch):
-    """Plan, validate, three acts (each with its gate), executes and observes all read the registry: it is built
+    """Plan, validate, three acts (each with its gate), and executes all read the registry: it is built
     once for the whole pin and once for the one-tool pin the execute tasks carry."""
     built: list[int] = []
     original = pinning.registry_of

@@ -26,7 +26,7 @@ async def _writes(runner: Runner, thread_id: str) -> list[tuple[str, str, Any]]:
     return [(row["task_path"].rsplit(", ", 1)[-1], row["channel"], serde.loads_typed((row["type"], row["blob"]))) for row in rows]
 
 
-async def test_each_observe_writes_only_the_breaker_entries_of_its_own_call(run_script, runner):
+async def test_each_grounding_writes_only_the_breaker_entries_of_its_own_call(run_script, runner):
     """Four different reads: every breakers write names one call; the state still counts all four."""
     report = await run_script({"planner": [PLAN_READ_NOTES], "actor": [*(step(calls=[call]) for call in READS), step("done")],
                                "critic": [CRITIC_PASS]})
@@ -40,7 +40,7 @@ async def test_each_observe_writes_only_the_breaker_entries_of_its_own_call(run_
 
 async def test_the_tool_loop_writes_no_channel_it_left_unchanged(run_script, runner):
     """No empty approvals or refusal messages from act's gate when it admitted everything (act writes
-    its reply alone); no plan from observe once the step is done and later reads change nothing in
+    its reply alone); no plan from act's grounding once the step is done and later reads change nothing in
     it; usage deltas without their zeros."""
     report = await run_script({"planner": [PLAN_READ_NOTES], "actor": [*(step(calls=[call]) for call in READS[:3]), step("done")],
                                "critic": [CRITIC_PASS]})
@@ -49,10 +49,10 @@ async def test_the_tool_loop_writes_no_channel_it_left_unchanged(run_script, run
     act = {channel for node, channel, _ in writes if node == "act"}
     assert "approvals" not in act and "dispatch" in act
     assert [len(value) for node, channel, value in writes if node == "act" and channel == "messages"] == [1, 1, 1, 1]
-    plans = [value for node, channel, value in writes if node == "observe" and channel == "plan"]
+    plans = [value for node, channel, value in writes if node == "act" and channel == "plan"]
     assert len(plans) == 1 and plans[0]["steps"][0]["status"] == "done"  # the first read did the step; the next two changed nothing
-    usage = [value for node, channel, value in writes if channel == "usage" and node in ("act", "observe")]
-    assert len(usage) == 7 and all(value["wall_clock_s"] > 0 and all(value.values()) for value in usage)  # no zero counters, no empty maps
+    usage = [value for node, channel, value in writes if channel == "usage" and node == "act"]
+    assert len(usage) == 4 and all(value["wall_clock_s"] > 0 and all(value.values()) for value in usage)  # no zero counters, no empty maps
 
 
 async def test_a_long_run_stores_its_history_as_deltas_not_as_repeated_snapshots(run_script, runner):

@@ -75,7 +75,7 @@ async def test_a_resumed_run_plans_and_acts_before_its_servers_start_and_starts_
 
     async with Runner(db_url) as first:
         def stop_after_first_call(node: str, update: dict[str, Any], state: dict[str, Any]) -> None:
-            if node == "observe":
+            if node == "execute":
                 first.cancel()
 
         stopped = await first.start(Task(goal="look keys up"), settings, thread_id="lazy", observe=stop_after_first_call)

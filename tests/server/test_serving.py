@@ -108,7 +108,7 @@ async def test_the_custom_stream_carries_each_phase_with_budget_and_tool_outcome
 
     phases = [record["phase"] for record in records]
     assert phases[:3] == ["intake", "plan", "validate_plan"] and phases[-1] == "finalize"
-    assert phases.count("observe") == READS
+    assert phases.count("act") == READS + 1  # each turn after the first grounds the previous turn's read
     limits = budget_for("coding_assistant", {}).model_dump()
     assert set(records[-1]["budget"]) == set(limits) - {"parallel_calls"}
     assert records[-1]["budget"]["tool_calls"] == {"used": READS, "limit": limits["tool_calls"]}
