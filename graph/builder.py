@@ -163,6 +163,8 @@ async def _settle(name: str, state: dict[str, Any], update: dict[str, Any], star
     the phase's progress to `custom` stream consumers (Studio, SDK clients; a no-op otherwise)."""
     elapsed = time.perf_counter() - started
     update["usage"] = sparse(add_usage(update.get("usage"), {"wall_clock_s": elapsed}))
+    if "status" in update and update["status"] == state.get("status"):
+        del update["status"]  # e.g. act's `gated` turn after turn: an unchanged channel is not written (each write is a row)
     await record_node(services, current_run_id(), name, state, update, elapsed)
     usage = add_usage(state.get("usage"), update["usage"])
     get_stream_writer()(phase_progress(name, update, usage, update.get("budget") or state.get("budget"), state.get("observations")))

@@ -40,7 +40,7 @@ async def test_each_grounding_writes_only_the_breaker_entries_of_its_own_call(ru
 
 async def test_the_tool_loop_writes_no_channel_it_left_unchanged(run_script, runner):
     """No empty approvals or refusal messages from act's gate when it admitted everything (act writes
-    its reply alone); no plan from act's grounding once the step is done and later reads change nothing in
+    its reply alone); no status while it stays the same; no plan from act's grounding once the step is done and later reads change nothing in
     it; usage deltas without their zeros."""
     report = await run_script({"planner": [PLAN_READ_NOTES], "actor": [*(step(calls=[call]) for call in READS[:3]), step("done")],
                                "critic": [CRITIC_PASS]})
@@ -51,6 +51,8 @@ async def test_the_tool_loop_writes_no_channel_it_left_unchanged(run_script, run
     assert [len(value) for node, channel, value in writes if node == "act" and channel == "messages"] == [1, 1, 1, 1]
     plans = [value for node, channel, value in writes if node == "act" and channel == "plan"]
     assert len(plans) == 1 and plans[0]["steps"][0]["status"] == "done"  # the first read did the step; the next two changed nothing
+    statuses = [value for node, channel, value in writes if node == "act" and channel == "status"]
+    assert statuses == [{"phase": "act", "gated": True}, {"phase": "act"}]  # gated turn after turn is written once
     usage = [value for node, channel, value in writes if channel == "usage" and node == "act"]
     assert len(usage) == 4 and all(value["wall_clock_s"] > 0 and all(value.values()) for value in usage)  # no zero counters, no empty maps
 
