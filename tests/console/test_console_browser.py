@@ -68,7 +68,7 @@ def test_approving_a_pending_call_in_the_inbox_runs_it_and_the_run_finishes(page
     expect(page.locator("table.calls tr[data-call='a0.0'] td").nth(2)).to_have_text("approve")
     expect(page.locator("table.calls tr[data-call='a0.0'] td").nth(3)).to_have_text(APPROVER)
     expect(page.locator("table.calls tr[data-call='a0.0'] .status")).to_have_text("ok")
-    assert {"approve", "finalize"} <= set(page.locator("svg.timeline text.label").all_text_contents())
+    assert {"verify", "finalize"} <= set(page.locator("svg.timeline text.label").all_text_contents())
     assert not (workspace_of(run) / "notes.md").exists()
 
 
