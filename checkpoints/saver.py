@@ -10,6 +10,7 @@ given (`pool.database_url` decides which one).
 from __future__ import annotations
 
 import asyncio
+import secrets
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager, nullcontext
 from contextvars import ContextVar
@@ -30,6 +31,10 @@ from checkpoints.store import APPEND_EVENTS, event_rows
 
 _SETUP_LOCK = int.from_bytes(b"bl-saver", "big")
 _SETUP_POLL_S = 0.05
+_VERSION_DIGITS = 10
+"""Zero-padded width of a version's counter: one step adds one, so 10^10 steps of one thread."""
+_VERSION_RANDOM_BYTES = 6
+"""After the counter: 48 random bits, in 8 URL-safe base64 characters."""
 _DELETE_FOR_RUNS = """
 WITH doomed AS (
     DELETE FROM checkpoints WHERE metadata->>'run_id' = ANY(%s)
@@ -53,6 +58,21 @@ class BoundloopSaver(AsyncPostgresSaver):
         super().__init__(*args, **kwargs)
         self.pending_trace = PendingTrace()
         self._trace_order: dict[str, tuple[asyncio.Lock, list[int]]] = {}
+
+    def get_next_version(self, current: str | None, channel: None) -> str:
+        """`<counter>.<random>`: 19 characters where the Postgres saver writes 50, and a checkpoint
+        holds dozens of versions.
+
+        The counter is zero-padded, as LangGraph compares versions as strings (`>`, `max()`). A thread
+        saved with the saver's 32 digits keeps them, so an older boundloop can still continue it: after
+        a shorter version, its own would compare smaller. Should a thread hold both widths, ours
+        compare greater (below 10^22). The random part keeps a thread's branches apart (a fork, a rerun
+        after a rollback), which write the same counters: a blob is keyed by its version and never
+        overwritten. It comes from `secrets`, which no random.seed() repeats.
+        """
+        counter = "" if current is None else str(current).split(".")[0]
+        number = int(counter or 0) + 1
+        return f"{number:0{max(len(counter), _VERSION_DIGITS)}}.{secrets.token_urlsafe(_VERSION_RANDOM_BYTES)}"
 
     def hold_trace(self, key: TaskKey, events: list[Event]) -> None:
         """Write `events` with the saved result of the task `key` names (none if the task fails)."""

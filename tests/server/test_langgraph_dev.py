@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import re
 import sys
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -16,8 +17,11 @@ from langgraph_sdk.client import LangGraphClient
 from pydantic import TypeAdapter
 
 from graph.elicitation import ElicitationAnswer
+from graph.runner import Runner
 from graph.status import Terminal
+from graph.task import RunSettings, Task
 from nodes.approve import ApprovalDecision
+from tests.checkpoints.test_versions import SHORT
 from tests.graph.conftest import CRITIC_PASS, PLAN_ONE_STEP, step, workspace  # noqa: F401  (fixture)
 from tests.graph.test_trace_with_step import STEP_EVENTS, UNSAVED_WITH_A_STEP
 from tests.server.conftest import DevServer
@@ -134,6 +138,35 @@ async def _assert_trace_saved_with_its_steps(server: DevServer, thread_id: str) 
     assert len(nodes) == len(set(nodes)), f"a step's event was written twice: {events}"
     assert sum(1 for event in events if event[0] == "interrupt") >= 2 and sum(1 for event in nodes if event[1] == "approve") == 2
     assert unsaved == [], f"events not saved with their step: {unsaved}"
+
+
+async def test_a_thread_the_cli_started_is_finished_by_the_server(
+    client: LangGraphClient, langgraph_dev: DevServer, context: dict[str, Any], workspace: Path
+) -> None:
+    """Started by the CLI's runner, adopted by the server by id and finished there (README, "What
+    survives where"). The server's graphs take their versions from our saver (checkpoints/server.py):
+    with the adapter's own 32-digit ones, the server's would compare smaller than the CLI's."""
+    thread_id = str(uuid.uuid4())  # the server takes only UUIDs
+    async with Runner(langgraph_dev.database_url) as runner:
+        started = await runner.start(Task(goal="Summarize notes.md"), RunSettings(**context), thread_id=thread_id)
+    by_tool = {item["value"]["name"]: item["id"] for item in started.interrupts}
+    by_the_cli = await _checkpoints(langgraph_dev, thread_id)
+
+    await client.threads.create(thread_id=thread_id, if_exists="do_nothing")
+    decisions = {by_tool[MOVE["name"]]: {"decision": "approve", "approver": "ana"}, by_tool[DELETE["name"]]: {"decision": "reject"}}
+    out = await client.runs.wait(thread_id, GRAPH, command={"resume": decisions}, raise_error=False)
+
+    assert out.get("status", {}).get("terminal") == Terminal.SUCCESS, _brief(out)
+    assert (workspace / "old.md").exists()  # the move ran, the delete did not
+    by_the_server = [checkpoint for checkpoint in await _checkpoints(langgraph_dev, thread_id) if checkpoint not in by_the_cli]
+    versions = [version for checkpoint in by_the_server for version in checkpoint["channel_versions"].values()]
+    assert versions and all(SHORT.fullmatch(version) for version in versions), sorted(set(versions))[-3:]
+
+
+async def _checkpoints(server: DevServer, thread_id: str) -> list[dict[str, Any]]:
+    async with await psycopg.AsyncConnection.connect(server.database_url, autocommit=True) as conn:
+        rows = await (await conn.execute("SELECT checkpoint FROM checkpoints WHERE thread_id = %s", (thread_id,))).fetchall()
+    return [checkpoint for (checkpoint,) in rows]
 
 
 async def test_a_resume_that_does_not_match_the_response_schema_is_refused(
