@@ -15,7 +15,7 @@ from typing import Any, Literal
 from langchain_core.messages import AIMessage
 from langgraph.types import Send
 
-from graph import schedule
+from graph import schedule, sends
 from graph.budget import Budget, check_before_model_call, check_before_step
 from graph.deadline import budget_left_s
 from graph.hosted_tools import approval_requests
@@ -197,9 +197,10 @@ def _decided(state: dict[str, Any], call: dict[str, Any]) -> bool:
 
 
 def _payload(state: dict[str, Any], call: dict[str, Any]) -> dict[str, Any]:
+    """The call's task's Send argument, stored packed (graph/sends.py): all a resumed task gets."""
     budget = _budget(state)
     retries_left = 2 if budget.retries is None else min(2, budget.retries - state["usage"].get("retries", 0))
-    return {
+    return sends.pack({
         "call": call,
         "settings": state["settings"],
         "tools": pinning.only(state["tools"], call["name"]) if state.get("tools") else None,
@@ -207,10 +208,10 @@ def _payload(state: dict[str, Any], call: dict[str, Any]) -> dict[str, Any]:
         "retries_left": retries_left,
         "usage": state["usage"],
         "budget": state["budget"],
-        "breakers": {"circuits": (state.get("breakers") or {}).get("circuits", {})},  # the sampler's model circuit; not every call made
+        "breakers": state.get("breakers"),
         "wall_clock_left_s": budget_left_s(state["budget"], state["usage"]),
         "unmet": _unmet(state, call),
-    }
+    })
 
 
 def _unmet(state: dict[str, Any], call: dict[str, Any]) -> str | None:
