@@ -1,5 +1,6 @@
 """Work the runtime does at every step, kept off the hot path: the run's registry is built once
-per process from its pins, and the guard edges run on the event loop, not in a thread pool."""
+per process from its pins, the guard edges run on the event loop, not in a thread pool, and trace
+events are redacted without scanning an unchanged environment again for each."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from graph.services import Services
 from graph.status import Terminal
 from graph.task import RunSettings, Task
 from tests.graph.conftest import CRITIC_PASS, PLAN_READ_NOTES, step
-from tools import pinning
+from tools import pinning, secrets
 
 READS = [{"name": "workspace__read_file", "args": {"path": "notes.md", "max_chars": 100 + n}} for n in range(3)]
 SCRIPT = {"planner": [PLAN_READ_NOTES], "actor": [*(step(calls=[call]) for call in READS), step("done")], "critic": [CRITIC_PASS]}
@@ -70,3 +71,15 @@ async def test_every_guard_edge_runs_on_the_event_loop_thread(db_url, workspace,
         report = await runner.start(Task(goal="Summarize notes.md"), RunSettings(model="scripted", script=str(script), workspace_root=str(workspace)))
     assert report.status == Terminal.SUCCESS
     assert threads == {threading.get_ident()}
+
+
+async def test_a_run_redacts_its_trace_events_without_scanning_the_environment_again_for_each(run_script, monkeypatch):
+    """Every node's trace event (and the registry's result) is redacted with the environment's
+    secrets; an environment that did not change is not decoded and matched again for each one."""
+    secrets.redact({})  # the environment as it is now has been scanned
+    scans: list[int] = []
+    original = secrets._scan
+    monkeypatch.setattr(secrets, "_scan", lambda environ: scans.append(1) or original(environ))
+    report = await run_script(SCRIPT)
+    assert report.status == Terminal.SUCCESS
+    assert scans == []
