@@ -1,9 +1,12 @@
 """Work the runtime does at every step, kept off the hot path: the run's registry is built once
 per process from its pins, the guard edges run on the event loop, not in a thread pool, and trace
-events are redacted without scanning an unchanged environment again for each."""
+events are redacted without scanning an unchanged environment again for each; and the pin intake
+makes once per run copies the tools without a deep copy of every leaf of their schemas."""
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 import functools
 import json
 import threading
@@ -83,3 +86,25 @@ async def test_a_run_redacts_its_trace_events_without_scanning_the_environment_a
     report = await run_script(SCRIPT)
     assert report.status == Terminal.SUCCESS
     assert scans == []
+
+
+def test_pinning_copies_the_tools_without_deep_copying_every_leaf_of_their_schemas(monkeypatch):
+    """Intake pins every tool of every server, schemas and all: the pin is `dataclasses.asdict`'s
+    copy of each spec, made without a `copy.deepcopy` call for each string and number in it."""
+    from tools.registry import ToolSpec
+
+    schema = {"type": "object", "properties": {f"arg{n}": {"type": "string", "description": "d" * n, "enum": ["a", "b"], "maxLength": n}
+                                               for n in range(20)}, "required": ["arg1"], "additionalProperties": False}
+    specs = [ToolSpec(server="s", name=f"t{n}", description="tool", input_schema=schema, trusted=bool(n % 2), root="/r",
+                      declared_paths=("path",)) for n in range(5)]
+    expected = [{**{key: value for key, value in dataclasses.asdict(spec).items() if key in pinning._SPEC_FIELDS},
+                 "hints": dataclasses.asdict(spec.claimed_hints)} for spec in specs]
+    copies: list[int] = []
+    original = copy.deepcopy
+    monkeypatch.setattr(copy, "deepcopy", lambda value, *args: copies.append(1) or original(value, *args))
+    pinned = pinning.pin(specs)
+    assert copies == []
+    assert [{key: value for key, value in entry.items() if key != "sha256"} for entry in pinned["specs"]] == expected
+    assert [list(entry)[:-1] for entry in pinned["specs"]] == [list(entry) for entry in expected]  # the same keys, in the same order
+    assert pinned["specs"][0]["input_schema"] is not schema and pinned["specs"][0]["input_schema"]["properties"] is not schema["properties"]
+    assert all(pinning.registry_of(pinned).get(spec.qualified_name) == spec for spec in specs)
