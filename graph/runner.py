@@ -42,6 +42,9 @@ from graph.services import MAX_ACTIVE_RUNS, Services
 from graph.status import Terminal
 from graph.task import RunSettings, Task
 
+_INTERRUPT = "__interrupt__"
+"""LangGraph's key for a step's interrupts, in its "updates" and "values" stream chunks."""
+
 Observer = Callable[[str, dict[str, Any], dict[str, Any]], None]
 """Called after each node with (node name, its update, the run state so far)."""
 
@@ -213,8 +216,9 @@ class Runner:
     async def _drive_leased(self, thread_id: str, graph_input: Any, observe: Observer | None, context: RunSettings | None) -> RunReport:
         async with self.services.driving(thread_id):
             await store.set_run_status(self.pool, thread_id, store.RUNNING)
+            seen = _Seen()
             try:
-                if await self._stream(thread_id, graph_input, observe, context):
+                if await self._stream(thread_id, graph_input, observe, context, seen):
                     return await self._halt(thread_id)
             except Exception as error:
                 if _connection_lost(error) is not None:
@@ -222,15 +226,17 @@ class Runner:
                 with suppress(psycopg.Error, PoolTimeout):
                     await store.set_run_status(self.pool, thread_id, store.STOPPED, error=f"{type(error).__name__}: {_one_line(error)}")
                 raise RunStopped(thread_id, error) from error
-            report = await self.report(thread_id)
+            report = seen.ended(thread_id) or await self.report(thread_id)
             if report.waiting:
                 await store.set_run_status(self.pool, thread_id, store.WAITING, result={"waiting_for": _what_for(report)})
             elif (report.values.get("status") or {}).get("terminal") not in (None, *REOPENABLE):
                 await store.close_run(self.pool, thread_id)  # after finalize's checkpoint: a finalize re-run after a kill still writes its trace
             return report
 
-    async def _stream(self, thread_id: str, graph_input: Any, observe: Observer | None, context: RunSettings | None) -> bool:
-        """Stream the run's steps to `observe`; True when a cancel stopped it first.
+    async def _stream(self, thread_id: str, graph_input: Any, observe: Observer | None, context: RunSettings | None,
+                      seen: _Seen | None = None) -> bool:
+        """Stream the run's steps to `observe`; True when a cancel stopped it first. `seen` keeps
+        the state after the last step, and whether the run stopped at an interrupt.
 
         The stream runs in its own task so a cancel does not wait for the step in flight: that
         task is cancelled, which cancels the node's model or tool call (a side effect cut off
@@ -239,18 +245,25 @@ class Runner:
         the drive stops when its next node is held at its start (graph/stops.py).
         """
         state: dict[str, Any] = {}
+        seen = seen or _Seen()
 
         async def consume() -> None:
             # durability="sync": each step's checkpoint is written before the next step starts,
             # so a kill or a cancel loses at most the step in flight.
             known = await self._known(thread_id, graph_input) if langsmith_trace.enabled() else {}
             async with langsmith_trace.run_root(thread_id, known, self.services.graph_version, self.pool) as finish:
-                stream = self.graph.astream(graph_input, _config(thread_id), context=context, stream_mode=["updates", "custom"], durability="sync")
+                stream = self.graph.astream(graph_input, _config(thread_id), context=context, stream_mode=["updates", "custom", "values"],
+                                            durability="sync")
                 async for mode, chunk in stream:
+                    if mode == "values":  # the state once the step's writes are applied: what its checkpoint saves
+                        seen.values = chunk
+                        seen.interrupted = seen.interrupted or _INTERRUPT in chunk
+                        continue
                     if mode == "custom":  # e.g. a tool's progress (graph/mcp_scope.py)
                         if observe and (show := getattr(observe, "custom", None)):
                             show(chunk)
                         continue
+                    seen.interrupted = seen.interrupted or _INTERRUPT in chunk
                     for node, update in chunk.items():
                         if isinstance(update, dict) and not node.startswith("__"):  # not `__metadata__` and the like
                             state.update(update)
@@ -308,6 +321,24 @@ class Runner:
         # update; the registry has USER_CANCEL either way, and so does the report.
         report.status = Terminal.USER_CANCEL
         return report
+
+
+@dataclass
+class _Seen:
+    """What one drive's stream showed of the run."""
+
+    values: dict[str, Any] | None = None
+    """The state after the last step (stream mode "values"): the values of the checkpoint that step saved."""
+    interrupted: bool = False
+
+    def ended(self, thread_id: str) -> RunReport | None:
+        """The report of a run that reached its end in this drive (finalize set its terminal code and
+        nothing waits), without reading back the state the stream already showed; None otherwise:
+        a run waiting for a human is reported from its checkpoint (`Runner.report`), pending requests and all."""
+        if self.interrupted or not self.values:
+            return None
+        terminal = (self.values.get("status") or {}).get("terminal")
+        return RunReport(thread_id, str(terminal), dict(self.values)) if terminal else None
 
 
 async def _first_of(task: asyncio.Task[Any], other: Coroutine[Any, Any, Any], *, timeout: float) -> None:

@@ -1,7 +1,8 @@
 """Work the runtime does at every step, kept off the hot path: the run's registry is built once
 per process from its pins, the guard edges run on the event loop, not in a thread pool, and trace
-events are redacted without scanning an unchanged environment again for each; and the pin intake
-makes once per run copies the tools without a deep copy of every leaf of their schemas."""
+events are redacted without scanning an unchanged environment again for each; and work a run does
+once, kept to what it needs: the pin copies the tools without a deep copy of every leaf of their
+schemas, and a run that ended is reported from its stream, its state not read back."""
 
 from __future__ import annotations
 
@@ -12,12 +13,12 @@ import json
 import threading
 from typing import Any
 
-from graph import guards
+from graph import guards, models
 from graph.runner import Runner
 from graph.services import Services
 from graph.status import Terminal
 from graph.task import RunSettings, Task
-from tests.graph.conftest import CRITIC_PASS, PLAN_READ_NOTES, step
+from tests.graph.conftest import CRITIC_PASS, PLAN_ONE_STEP, PLAN_READ_NOTES, step
 from tools import pinning, secrets
 
 READS = [{"name": "workspace__read_file", "args": {"path": "notes.md", "max_chars": 100 + n}} for n in range(3)]
@@ -86,6 +87,35 @@ async def test_a_run_redacts_its_trace_events_without_scanning_the_environment_a
     report = await run_script(SCRIPT)
     assert report.status == Terminal.SUCCESS
     assert scans == []
+
+
+async def test_a_run_that_ends_is_reported_from_its_stream_without_reading_its_state_back(run_script, runner, monkeypatch):
+    """The drive saw the state after finalize's step, the one its checkpoint saved: the report is
+    that, not a second read of the checkpoint and of every delta write of the thread. A run that
+    waits for a human is still reported from its checkpoint (its pending requests with their ids)."""
+    reads: list[str] = []
+    original = runner.graph.aget_state
+
+    async def counting(config: Any, *args: Any, **kwargs: Any) -> Any:
+        reads.append(config["configurable"]["thread_id"])
+        return await original(config, *args, **kwargs)
+
+    monkeypatch.setattr(runner.graph, "aget_state", counting)
+    ended = await run_script(SCRIPT)
+    assert ended.status == Terminal.SUCCESS and not ended.waiting
+    assert reads == []
+    again = await runner.report(ended.thread_id)
+    assert (again.status, again.values, again.interrupts) == (ended.status, ended.values, ended.interrupts)
+    assert reads == [ended.thread_id]
+
+    move = {"name": "workspace__move_file", "args": {"source": "notes.md", "destination": "a.md"}}
+    reads.clear()
+    models._build.cache_clear()  # the same script path, another script
+    waiting = await run_script({"planner": [PLAN_ONE_STEP], "actor": [step(calls=[move]), step("done")], "critic": [CRITIC_PASS]})
+    assert waiting.status == Terminal.CONFIRM_REQUIRED and [item["value"]["call_id"] for item in waiting.interrupts]
+    assert reads == [waiting.thread_id]
+    again = await runner.report(waiting.thread_id)
+    assert (again.status, again.values, again.interrupts) == (waiting.status, waiting.values, waiting.interrupts)
 
 
 def test_pinning_copies_the_tools_without_deep_copying_every_leaf_of_their_schemas(monkeypatch):
