@@ -111,7 +111,8 @@ class Runner:
                 return await self.report(thread_id)
             raise RunExists(thread_id, existing.status)
         graph_input = {"task": task.model_dump(mode="json"), "settings": settings.model_dump(mode="json")}
-        return await self._drive(thread_id, graph_input, observe, context=settings)
+        # Not registered yet: intake registers it, as running, in the drive's first step.
+        return await self._drive(thread_id, graph_input, observe, context=settings, registered=False)
 
     def cancel(self) -> None:
         """Stop the run being driven now: the step in flight is cancelled (its model or tool call
@@ -196,12 +197,14 @@ class Runner:
         except Exception as error:  # whatever a corrupted blob makes the serializer raise
             raise CheckpointUnreadable(thread_id, _one_line(error)) from error
 
-    async def _drive(self, thread_id: str, graph_input: Any, observe: Observer | None, context: RunSettings | None = None) -> RunReport:
-        """Drive the run until it ends, waits or is cancelled, riding out short database outages."""
+    async def _drive(self, thread_id: str, graph_input: Any, observe: Observer | None, context: RunSettings | None = None, *,
+                     registered: bool = True) -> RunReport:
+        """Drive the run until it ends, waits or is cancelled, riding out short database outages.
+        `registered`: the run may be in the registry (False: `start` found it absent)."""
         outages = 0
         while True:
             try:
-                return await self._drive_leased(thread_id, graph_input, observe, context)
+                return await self._drive_leased(thread_id, graph_input, observe, context, registered)
             except Exception as error:
                 lost = _connection_lost(error)
                 if lost is None:
@@ -209,13 +212,16 @@ class Runner:
                 outages += 1
                 if outages > MAX_OUTAGES_PER_DRIVE or not await self._database_back():
                     raise DatabaseLost(thread_id, _one_line(lost)) from error
+            registered = True  # intake may have registered it before the outage
             # Back: continue from the last checkpoint (the original input if none was saved yet).
             if (await self._snapshot(thread_id)).values:
                 graph_input = None
 
-    async def _drive_leased(self, thread_id: str, graph_input: Any, observe: Observer | None, context: RunSettings | None) -> RunReport:
+    async def _drive_leased(self, thread_id: str, graph_input: Any, observe: Observer | None, context: RunSettings | None,
+                            registered: bool = True) -> RunReport:
         async with self.services.driving(thread_id):
-            await store.set_run_status(self.pool, thread_id, store.RUNNING)
+            if registered:  # an UPDATE: a run not in the registry is registered by intake
+                await store.set_run_status(self.pool, thread_id, store.RUNNING)
             seen = _Seen()
             try:
                 if await self._stream(thread_id, graph_input, observe, context, seen):

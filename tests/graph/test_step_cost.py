@@ -2,7 +2,8 @@
 per process from its pins, the guard edges run on the event loop, not in a thread pool, and trace
 events are redacted without scanning an unchanged environment again for each; and work a run does
 once, kept to what it needs: the pin copies the tools without a deep copy of every leaf of their
-schemas, and a run that ended is reported from its stream, its state not read back."""
+schemas, a fresh run is not updated in the registry before intake registers it, and a run that
+ended is reported from its stream, its state not read back."""
 
 from __future__ import annotations
 
@@ -13,7 +14,11 @@ import json
 import threading
 from typing import Any
 
+import pytest
+
+from checkpoints import store
 from graph import guards, models
+from graph.errors import RunStopped
 from graph.runner import Runner
 from graph.services import Services
 from graph.status import Terminal
@@ -87,6 +92,34 @@ async def test_a_run_redacts_its_trace_events_without_scanning_the_environment_a
     report = await run_script(SCRIPT)
     assert report.status == Terminal.SUCCESS
     assert scans == []
+
+
+async def test_a_fresh_start_leaves_registering_the_run_to_intake_and_a_resume_marks_it_running(runner, workspace, tmp_path, monkeypatch):
+    """A run `start` found absent from the registry is registered (as running) by intake, in the
+    drive's first step: no UPDATE of a row that is not there before it. A resumed run is in the
+    registry (here: stopped), and its drive marks it running first."""
+    statuses: list[str] = []
+    original = store.set_run_status
+
+    async def recording(pool: Any, thread_id: str, status: str, **kwargs: Any) -> None:
+        statuses.append(status)
+        await original(pool, thread_id, status, **kwargs)
+
+    monkeypatch.setattr(store, "set_run_status", recording)
+    script = tmp_path / "script.json"
+    script.write_text(json.dumps({"model_id": "scripted-test", "roles": {**SCRIPT, "actor": SCRIPT["actor"][:1]}}))  # the second turn is missing
+    settings = RunSettings(model="scripted", script=str(script), workspace_root=str(workspace))
+    with pytest.raises(RunStopped):
+        await runner.start(Task(goal="Summarize notes.md"), settings, thread_id="fresh-then-resumed")
+    assert statuses == [store.STOPPED]
+    assert (await store.get_run(runner.pool, "fresh-then-resumed")).status == store.STOPPED
+    script.write_text(json.dumps({"model_id": "scripted-test", "roles": SCRIPT}))
+    models._build.cache_clear()  # the model of a script path is built once per process
+    statuses.clear()
+    report = await runner.resume("fresh-then-resumed")
+    assert report.status == Terminal.SUCCESS
+    assert statuses == [store.RUNNING]
+    assert (await store.get_run(runner.pool, "fresh-then-resumed")).status == Terminal.SUCCESS
 
 
 async def test_a_run_that_ends_is_reported_from_its_stream_without_reading_its_state_back(run_script, runner, monkeypatch):
