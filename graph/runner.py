@@ -37,6 +37,7 @@ from graph.builder import RECURSION_LIMIT, build_graph
 from graph.errors import ConfigError, RunExists, RunNotFound, RunStopped
 from graph import langsmith_trace
 from graph.halt import halt
+from graph.progress import PHASE_PROGRESS_STREAMED
 from graph.trace import REOPENABLE
 from graph.services import MAX_ACTIVE_RUNS, Services
 from graph.status import Terminal
@@ -252,21 +253,23 @@ class Runner:
         """
         state: dict[str, Any] = {}
         seen = seen or _Seen()
+        show = (getattr(observe, "custom", None) or None) if observe else None
 
         async def consume() -> None:
             # durability="sync": each step's checkpoint is written before the next step starts,
             # so a kill or a cancel loses at most the step in flight.
             known = await self._known(thread_id, graph_input) if langsmith_trace.enabled() else {}
+            PHASE_PROGRESS_STREAMED.set(show is not None)  # this task's context: the drive's nodes inherit it
+            modes = ["updates", "values", *(["custom"] if show is not None else [])]
             async with langsmith_trace.run_root(thread_id, known, self.services.graph_version, self.pool) as finish:
-                stream = self.graph.astream(graph_input, _config(thread_id), context=context, stream_mode=["updates", "custom", "values"],
-                                            durability="sync")
+                stream = self.graph.astream(graph_input, _config(thread_id), context=context, stream_mode=modes, durability="sync")
                 async for mode, chunk in stream:
                     if mode == "values":  # the state once the step's writes are applied: what its checkpoint saves
                         seen.values = chunk
                         seen.interrupted = seen.interrupted or _INTERRUPT in chunk
                         continue
-                    if mode == "custom":  # e.g. a tool's progress (graph/mcp_scope.py)
-                        if observe and (show := getattr(observe, "custom", None)):
+                    if mode == "custom":  # e.g. a tool's progress (graph/mcp_scope.py); asked for only when `observe` takes it
+                        if show is not None:
                             show(chunk)
                         continue
                     seen.interrupted = seen.interrupted or _INTERRUPT in chunk

@@ -1,9 +1,10 @@
 """Work the runtime does at every step, kept off the hot path: the run's registry is built once
-per process from its pins, the guard edges run on the event loop, not in a thread pool, and trace
-events are redacted without scanning an unchanged environment again for each; and work a run does
-once, kept to what it needs: the pin copies the tools without a deep copy of every leaf of their
-schemas, a fresh run is not updated in the registry before intake registers it, and a run that
-ended is reported from its stream, its state not read back."""
+per process from its pins, the guard edges run on the event loop, not in a thread pool, trace
+events are redacted without scanning an unchanged environment again for each, and no phase
+progress record is built when nobody receives it; and work a run does once, kept to what it needs:
+the pin copies the tools without a deep copy of every leaf of their schemas, a fresh run is not
+updated in the registry before intake registers it, and a run that ended is reported from its
+stream, its state not read back."""
 
 from __future__ import annotations
 
@@ -171,3 +172,39 @@ def test_pinning_copies_the_tools_without_deep_copying_every_leaf_of_their_schem
     assert [list(entry)[:-1] for entry in pinned["specs"]] == [list(entry) for entry in expected]  # the same keys, in the same order
     assert pinned["specs"][0]["input_schema"] is not schema and pinned["specs"][0]["input_schema"]["properties"] is not schema["properties"]
     assert all(pinning.registry_of(pinned).get(spec.qualified_name) == spec for spec in specs)
+
+
+async def test_phase_progress_is_made_only_when_an_observer_takes_custom_events(runner, workspace, tmp_path, monkeypatch):
+    """Each phase's progress record goes to `custom` stream consumers: a drive whose observer takes
+    none does not build one at every node (nor ask LangGraph for the `custom` stream); an observer
+    with `custom` gets every phase's, in order, as before."""
+    from graph import builder
+
+    made: list[str] = []
+    original = builder.phase_progress
+    monkeypatch.setattr(builder, "phase_progress", lambda node, *args: made.append(node) or original(node, *args))
+    script = tmp_path / "script.json"
+    script.write_text(json.dumps({"model_id": "scripted-test", "roles": SCRIPT}))
+    settings = RunSettings(model="scripted", script=str(script), workspace_root=str(workspace))
+    nodes: list[str] = []
+    quiet = await runner.start(Task(goal="Summarize notes.md"), settings, observe=lambda node, update, state: nodes.append(node))
+    assert quiet.status == Terminal.SUCCESS and len(nodes) > 10
+    assert made == []
+
+    class Watching:
+        def __init__(self) -> None:
+            self.events: list[dict[str, Any]] = []
+
+        def __call__(self, node: str, update: dict[str, Any], state: dict[str, Any]) -> None:
+            pass
+
+        def custom(self, event: dict[str, Any]) -> None:
+            self.events.append(event)
+
+    watching = Watching()
+    shown = await runner.start(Task(goal="Summarize notes.md"), settings, observe=watching)
+    assert shown.status == Terminal.SUCCESS
+    phases = [event["phase"] for event in watching.events if event.get("kind") == "progress"]
+    assert phases == made == [node for node in nodes if node not in ("execute", "approve")]
+    assert phases[0] == "intake" and phases[-1] == "finalize"
+    assert all(set(event) == {"kind", "phase", "budget", "tools"} for event in watching.events if event.get("kind") == "progress")
