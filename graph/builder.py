@@ -22,7 +22,7 @@ from graph import deadline, guards, langsmith_trace
 from graph.budget import add_usage, sparse
 from graph.check import check_graph
 from graph.faults import crash_point
-from graph.progress import phase_progress
+from graph.progress import PHASE_PROGRESS_STREAMED, phase_progress
 from graph.services import Services, current_run_id
 from graph.state import LoopState
 from graph.task import RunInput, RunSettings
@@ -166,7 +166,8 @@ async def _settle(name: str, state: dict[str, Any], update: dict[str, Any], star
     if "status" in update and update["status"] == state.get("status"):
         del update["status"]  # e.g. act's `gated` turn after turn: an unchanged channel is not written (each write is a row)
     await record_node(services, current_run_id(), name, state, update, elapsed)
-    usage = add_usage(state.get("usage"), update["usage"])
-    get_stream_writer()(phase_progress(name, update, usage, update.get("budget") or state.get("budget"), state.get("observations")))
+    if PHASE_PROGRESS_STREAMED.get():
+        usage = add_usage(state.get("usage"), update["usage"])
+        get_stream_writer()(phase_progress(name, update, usage, update.get("budget") or state.get("budget"), state.get("observations")))
     crash_point(f"leave:{name}")
     return update

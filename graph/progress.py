@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from contextvars import ContextVar
 from typing import Any
 
 from rich.console import Console
@@ -10,6 +11,10 @@ from rich.table import Table
 from graph.budget import Budget, add_usage
 
 BARS = {"model_turns": "turns", "tool_calls": "tools", "wall_clock_s": "secs", "repairs": "repairs"}
+PHASE_PROGRESS_STREAMED: ContextVar[bool] = ContextVar("boundloop_phase_progress_streamed", default=True)
+"""Whether each phase's `phase_progress` goes to a `custom` stream consumer: the server's clients
+(Studio, SDK) always may; a Runner drive only when its observer takes `custom` events, and sets it
+(the nodes of the drive inherit its context). Not computed when nobody would receive it."""
 
 
 class Progress:

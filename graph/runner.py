@@ -37,10 +37,14 @@ from graph.builder import RECURSION_LIMIT, build_graph
 from graph.errors import ConfigError, RunExists, RunNotFound, RunStopped
 from graph import langsmith_trace
 from graph.halt import halt
+from graph.progress import PHASE_PROGRESS_STREAMED
 from graph.trace import REOPENABLE
 from graph.services import MAX_ACTIVE_RUNS, Services
 from graph.status import Terminal
 from graph.task import RunSettings, Task
+
+_INTERRUPT = "__interrupt__"
+"""LangGraph's key for a step's interrupts, in its "updates" and "values" stream chunks."""
 
 Observer = Callable[[str, dict[str, Any], dict[str, Any]], None]
 """Called after each node with (node name, its update, the run state so far)."""
@@ -108,7 +112,8 @@ class Runner:
                 return await self.report(thread_id)
             raise RunExists(thread_id, existing.status)
         graph_input = {"task": task.model_dump(mode="json"), "settings": settings.model_dump(mode="json")}
-        return await self._drive(thread_id, graph_input, observe, context=settings)
+        # Not registered yet: intake registers it, as running, in the drive's first step.
+        return await self._drive(thread_id, graph_input, observe, context=settings, registered=False)
 
     def cancel(self) -> None:
         """Stop the run being driven now: the step in flight is cancelled (its model or tool call
@@ -193,12 +198,14 @@ class Runner:
         except Exception as error:  # whatever a corrupted blob makes the serializer raise
             raise CheckpointUnreadable(thread_id, _one_line(error)) from error
 
-    async def _drive(self, thread_id: str, graph_input: Any, observe: Observer | None, context: RunSettings | None = None) -> RunReport:
-        """Drive the run until it ends, waits or is cancelled, riding out short database outages."""
+    async def _drive(self, thread_id: str, graph_input: Any, observe: Observer | None, context: RunSettings | None = None, *,
+                     registered: bool = True) -> RunReport:
+        """Drive the run until it ends, waits or is cancelled, riding out short database outages.
+        `registered`: the run may be in the registry (False: `start` found it absent)."""
         outages = 0
         while True:
             try:
-                return await self._drive_leased(thread_id, graph_input, observe, context)
+                return await self._drive_leased(thread_id, graph_input, observe, context, registered)
             except Exception as error:
                 lost = _connection_lost(error)
                 if lost is None:
@@ -206,15 +213,19 @@ class Runner:
                 outages += 1
                 if outages > MAX_OUTAGES_PER_DRIVE or not await self._database_back():
                     raise DatabaseLost(thread_id, _one_line(lost)) from error
+            registered = True  # intake may have registered it before the outage
             # Back: continue from the last checkpoint (the original input if none was saved yet).
             if (await self._snapshot(thread_id)).values:
                 graph_input = None
 
-    async def _drive_leased(self, thread_id: str, graph_input: Any, observe: Observer | None, context: RunSettings | None) -> RunReport:
+    async def _drive_leased(self, thread_id: str, graph_input: Any, observe: Observer | None, context: RunSettings | None,
+                            registered: bool = True) -> RunReport:
         async with self.services.driving(thread_id):
-            await store.set_run_status(self.pool, thread_id, store.RUNNING)
+            if registered:  # an UPDATE: a run not in the registry is registered by intake
+                await store.set_run_status(self.pool, thread_id, store.RUNNING)
+            seen = _Seen()
             try:
-                if await self._stream(thread_id, graph_input, observe, context):
+                if await self._stream(thread_id, graph_input, observe, context, seen):
                     return await self._halt(thread_id)
             except Exception as error:
                 if _connection_lost(error) is not None:
@@ -222,15 +233,17 @@ class Runner:
                 with suppress(psycopg.Error, PoolTimeout):
                     await store.set_run_status(self.pool, thread_id, store.STOPPED, error=f"{type(error).__name__}: {_one_line(error)}")
                 raise RunStopped(thread_id, error) from error
-            report = await self.report(thread_id)
+            report = seen.ended(thread_id) or await self.report(thread_id)
             if report.waiting:
                 await store.set_run_status(self.pool, thread_id, store.WAITING, result={"waiting_for": _what_for(report)})
             elif (report.values.get("status") or {}).get("terminal") not in (None, *REOPENABLE):
                 await store.close_run(self.pool, thread_id)  # after finalize's checkpoint: a finalize re-run after a kill still writes its trace
             return report
 
-    async def _stream(self, thread_id: str, graph_input: Any, observe: Observer | None, context: RunSettings | None) -> bool:
-        """Stream the run's steps to `observe`; True when a cancel stopped it first.
+    async def _stream(self, thread_id: str, graph_input: Any, observe: Observer | None, context: RunSettings | None,
+                      seen: _Seen | None = None) -> bool:
+        """Stream the run's steps to `observe`; True when a cancel stopped it first. `seen` keeps
+        the state after the last step, and whether the run stopped at an interrupt.
 
         The stream runs in its own task so a cancel does not wait for the step in flight: that
         task is cancelled, which cancels the node's model or tool call (a side effect cut off
@@ -239,18 +252,27 @@ class Runner:
         the drive stops when its next node is held at its start (graph/stops.py).
         """
         state: dict[str, Any] = {}
+        seen = seen or _Seen()
+        show = (getattr(observe, "custom", None) or None) if observe else None
 
         async def consume() -> None:
             # durability="sync": each step's checkpoint is written before the next step starts,
             # so a kill or a cancel loses at most the step in flight.
             known = await self._known(thread_id, graph_input) if langsmith_trace.enabled() else {}
+            PHASE_PROGRESS_STREAMED.set(show is not None)  # this task's context: the drive's nodes inherit it
+            modes = ["updates", "values", *(["custom"] if show is not None else [])]
             async with langsmith_trace.run_root(thread_id, known, self.services.graph_version, self.pool) as finish:
-                stream = self.graph.astream(graph_input, _config(thread_id), context=context, stream_mode=["updates", "custom"], durability="sync")
+                stream = self.graph.astream(graph_input, _config(thread_id), context=context, stream_mode=modes, durability="sync")
                 async for mode, chunk in stream:
-                    if mode == "custom":  # e.g. a tool's progress (graph/mcp_scope.py)
-                        if observe and (show := getattr(observe, "custom", None)):
+                    if mode == "values":  # the state once the step's writes are applied: what its checkpoint saves
+                        seen.values = chunk
+                        seen.interrupted = seen.interrupted or _INTERRUPT in chunk
+                        continue
+                    if mode == "custom":  # e.g. a tool's progress (graph/mcp_scope.py); asked for only when `observe` takes it
+                        if show is not None:
                             show(chunk)
                         continue
+                    seen.interrupted = seen.interrupted or _INTERRUPT in chunk
                     for node, update in chunk.items():
                         if isinstance(update, dict) and not node.startswith("__"):  # not `__metadata__` and the like
                             state.update(update)
@@ -308,6 +330,24 @@ class Runner:
         # update; the registry has USER_CANCEL either way, and so does the report.
         report.status = Terminal.USER_CANCEL
         return report
+
+
+@dataclass
+class _Seen:
+    """What one drive's stream showed of the run."""
+
+    values: dict[str, Any] | None = None
+    """The state after the last step (stream mode "values"): the values of the checkpoint that step saved."""
+    interrupted: bool = False
+
+    def ended(self, thread_id: str) -> RunReport | None:
+        """The report of a run that reached its end in this drive (finalize set its terminal code and
+        nothing waits), without reading back the state the stream already showed; None otherwise:
+        a run waiting for a human is reported from its checkpoint (`Runner.report`), pending requests and all."""
+        if self.interrupted or not self.values:
+            return None
+        terminal = (self.values.get("status") or {}).get("terminal")
+        return RunReport(thread_id, str(terminal), dict(self.values)) if terminal else None
 
 
 async def _first_of(task: asyncio.Task[Any], other: Coroutine[Any, Any, Any], *, timeout: float) -> None:

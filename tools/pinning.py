@@ -13,6 +13,7 @@ refuses the call with `tool_changed`, and a server that cannot list its tools ge
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import hashlib
 import json
@@ -63,7 +64,7 @@ class PinnedCalls:
 def definition_hash(spec: ToolSpec) -> str:
     """SHA-256 of what the server says the tool is: name, description, input schema, annotations."""
     return _sha256({"name": spec.name, "description": spec.description, "input_schema": spec.input_schema,
-                    "hints": dataclasses.asdict(spec.claimed_hints)})
+                    "hints": _copied(spec.claimed_hints)})
 
 
 def pin(specs: Iterable[ToolSpec]) -> dict[str, Any]:
@@ -113,8 +114,32 @@ async def changed(bridge: ListsTools, spec: ToolSpec, *, timeout_s: float = LIST
 def _fields(spec: ToolSpec) -> dict[str, Any]:
     """What rebuilds `spec`: its constructor fields, with `hints` as the server gave them (relied-on
     hints are derived from trust again when it is rebuilt)."""
-    fields = dataclasses.asdict(spec)
-    return {**{key: value for key, value in fields.items() if key in _SPEC_FIELDS}, "hints": fields["claimed_hints"]}
+    return {name: _copied(spec.claimed_hints if name == "hints" else getattr(spec, name)) for name in _SPEC_FIELD_ORDER}
+
+
+_SPEC_FIELD_ORDER = tuple(field.name for field in dataclasses.fields(ToolSpec) if field.init)
+
+
+def _copied(value: Any) -> Any:
+    """`dataclasses.asdict`'s copy of a field, without its `copy.deepcopy` of every string and number
+    of a tool's input schema (most of the cost of pinning): containers are copied, dataclasses become
+    dicts, and the immutable leaves of a JSON document are shared, as deepcopy shares them; anything
+    else is deep-copied, as asdict does."""
+    kind = type(value)
+    if value is None or kind in _SHARED:
+        return value
+    if kind is dict:
+        return {_copied(key): _copied(item) for key, item in value.items()}
+    if kind is list:
+        return [_copied(item) for item in value]
+    if kind is tuple:
+        return tuple(_copied(item) for item in value)
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {field.name: _copied(getattr(value, field.name)) for field in dataclasses.fields(value)}
+    return copy.deepcopy(value)
+
+
+_SHARED = frozenset({str, int, float, bool, bytes})
 
 
 def _sha256(value: Any) -> str:

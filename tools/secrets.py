@@ -64,9 +64,38 @@ class Redactor:
 
 
 def environment_secrets(environ: Mapping[str, str] | None = None) -> list[str]:
-    """Values of the environment variables named like credentials."""
-    env = os.environ if environ is None else environ
-    return [value for name, value in env.items() if SECRET_NAME.search(name) and value]
+    """Values of the environment variables named like credentials (of this process's environment
+    as it is now, unless `environ` is given)."""
+    if environ is not None:
+        return _scan(environ)
+    return list(_environment()[1])
+
+
+def _scan(environ: Mapping[str, str]) -> list[str]:
+    return [value for name, value in environ.items() if SECRET_NAME.search(name) and value]
+
+
+_SCANNED: tuple[dict[Any, Any], list[str], Redactor] | None = None
+"""The process environment as last scanned (its raw copy), its secrets, and their redactor."""
+
+
+def _environment() -> tuple[dict[Any, Any], list[str], Redactor]:
+    """The process environment's secrets and their redactor, scanned again only when the environment
+    changed: every trace event is redacted, and decoding and matching every variable for each one
+    cost more than the event. `os.environ` keeps its raw mapping in `_data` (updated by every
+    assignment and deletion, as `os.environ` itself is); comparing it with the copy taken at the last
+    scan is a dict comparison. Without it (another Python), the environment is scanned every time."""
+    global _SCANNED
+    raw = getattr(os.environ, "_data", None)
+    scanned = _SCANNED
+    if isinstance(raw, dict) and scanned is not None and scanned[0] == raw:
+        return scanned
+    copy = dict(raw) if isinstance(raw, dict) else {}
+    values = _scan(os.environ)
+    scanned = (copy, values, Redactor(values))
+    if isinstance(raw, dict):
+        _SCANNED = scanned
+    return scanned
 
 
 def redact_keys(value: Any) -> Any:
@@ -89,7 +118,7 @@ def redact_keys(value: Any) -> Any:
 
 def redact(value: Any, redactor: Redactor | None = None) -> Any:
     """By key, then by value (the process environment's secrets unless a redactor is given)."""
-    return (redactor or Redactor(environment_secrets())).value(redact_keys(value))
+    return (redactor or _environment()[2]).value(redact_keys(value))
 
 
 def literal_secrets(servers: Mapping[str, Any]) -> list[str]:

@@ -4,6 +4,7 @@
     .venv/bin/python -m tests.benchmarks.peer iterations   # wall/CPU ms, rows, round trips per iteration
     .venv/bin/python -m tests.benchmarks.peer storage      # checkpoint tables at 50/200/1000 iterations
     .venv/bin/python -m tests.benchmarks.peer concurrency  # 50 and 200 runs at once, runs/s
+    .venv/bin/python -m tests.benchmarks.peer concurrency --runs 50 --run-iterations 20  # the same, runs of 20 iterations
     .venv/bin/python -m tests.benchmarks.peer resume       # process start -> first step saved
     .venv/bin/python -m tests.benchmarks.peer table        # all four, then the README's markdown table
     .venv/bin/python -m tests.benchmarks.peer soak         # 1,000 iterations: time flat, storage linear (--system bare: the peer's)
@@ -200,14 +201,17 @@ async def storage(bench: Bench, sizes: list[int]) -> dict[str, dict[int, int]]:
     return payload
 
 
-async def concurrency(bench: Bench, waves: list[int], reps: int) -> dict[int, dict[str, list[float]]]:
-    """`runs` one-iteration runs started at once; runs/s per repetition."""
-    script = bench.root / "script-1.json"
-    write_script(script, 1)
+async def concurrency(bench: Bench, waves: list[int], reps: int, run_iterations: int = 1) -> dict[int, dict[str, list[float]]]:
+    """`runs` runs of `run_iterations` iterations each started at once; runs/s per repetition.
+    One iteration shows the fixed cost of a run; more amortise it over the loop (iterations/s =
+    runs/s x iterations)."""
+    script = bench.root / f"script-{run_iterations}.json"
+    write_script(script, run_iterations)
     task, settings = boundloop_settings(bench.root, script)
+    each = "one iteration each" if run_iterations == 1 else f"{run_iterations} iterations each"
     figures: dict[int, dict[str, list[float]]] = {}
     for runs in waves:
-        print(f"\n## {runs} runs at once (one iteration each; {reps} repetitions; load before {load()})")
+        print(f"\n## {runs} runs at once ({each}; {reps} repetitions; load before {load()})")
         rates: dict[str, list[float]] = {system: [] for system in SYSTEMS}
         errors = dict.fromkeys(SYSTEMS, 0)
         for _ in range(reps):
@@ -215,7 +219,7 @@ async def concurrency(bench: Bench, waves: list[int], reps: int) -> dict[int, di
                 if system == "boundloop":
                     starts: list[Any] = [bench.runner.start(task, settings) for _ in range(runs)]
                 else:
-                    graph = peer_agent(system, bench.bridge, bench.saver, 1)
+                    graph = peer_agent(system, bench.bridge, bench.saver, run_iterations)
                     starts = [graph.ainvoke(PROMPT, peer_config(f"wave-{uuid.uuid4().hex[:10]}"), durability="sync") for _ in range(runs)]
                 started = time.perf_counter()
                 results = await asyncio.gather(*starts, return_exceptions=True)
@@ -346,7 +350,7 @@ async def main(options: argparse.Namespace) -> None:
         elif command == "storage":
             await storage(bench, options.sizes or [50, 200, 1000])
         elif command == "concurrency":
-            await concurrency(bench, options.runs, options.reps)
+            await concurrency(bench, options.runs, options.reps, options.run_iterations)
         elif command == "resume":
             await resume(bench, options.reps)
         elif command == "soak":
@@ -357,12 +361,20 @@ async def main(options: argparse.Namespace) -> None:
             print("\n" + table(*figures, options.reps))
 
 
+def _positive(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text} is not a positive number of iterations")
+    return value
+
+
 def parser() -> argparse.ArgumentParser:
     parse = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parse.add_argument("command", choices=["iterations", "storage", "concurrency", "resume", "table", "soak"])
     parse.add_argument("--reps", type=int, default=5)
     parse.add_argument("--sizes", type=int, nargs="+", default=[], help="iterations: SMALL LARGE (20 60); storage: sizes (50 200 1000)")
     parse.add_argument("--runs", type=int, nargs="+", default=[50, 200], help="concurrency: runs started at once")
+    parse.add_argument("--run-iterations", type=_positive, default=1, help="concurrency: iterations of each run (1: the fixed cost of a run)")
     parse.add_argument("--iterations", type=int, default=1000, help="soak: iterations of the one run")
     parse.add_argument("--system", choices=SYSTEMS, default="boundloop", help="soak: whose run (boundloop, or create_agent bare or with middlewares)")
     return parse

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from contextlib import AsyncExitStack
 
-from tests.benchmarks.peer import SYSTEMS, iterations, open_bench, soak
+import pytest
+
+from tests.benchmarks.peer import SYSTEMS, concurrency, iterations, open_bench, parser, soak
 
 
 async def test_the_per_iteration_comparison_runs_at_a_tiny_size(db_url: str) -> None:
@@ -24,3 +26,21 @@ async def test_the_soak_runs_for_boundloop_and_the_peer_at_a_tiny_size(db_url: s
     out = capsys.readouterr().out
     assert out.count("wall ms per iteration") == out.count("CPU ms per iteration") == 2
     assert out.count("(linear = 4)") == 2
+
+
+
+async def test_concurrent_runs_of_several_iterations_run_for_every_system(db_url: str, capsys) -> None:
+    """`concurrency --run-iterations N`: runs of N iterations each, started at once, for every system."""
+    async with AsyncExitStack() as stack:
+        figures = await concurrency(await open_bench(stack, db_url, warm_up=False), [2], reps=1, run_iterations=3)
+    out = capsys.readouterr().out
+    assert "## 2 runs at once (3 iterations each; 1 repetitions;" in out
+    assert out.count("errors 0;") == len(SYSTEMS), out
+    assert all(len(figures[2][system]) == 1 for system in SYSTEMS)
+
+
+def test_the_concurrency_command_takes_the_iterations_of_each_run() -> None:
+    assert parser().parse_args(["concurrency"]).run_iterations == 1  # the one-iteration figure, as before
+    assert parser().parse_args(["concurrency", "--runs", "50", "--run-iterations", "20"]).run_iterations == 20
+    with pytest.raises(SystemExit):
+        parser().parse_args(["concurrency", "--run-iterations", "0"])

@@ -149,3 +149,25 @@ def test_redaction_masks_secret_keys_and_long_values_and_leaves_references_and_o
     assert redactor.text("UTC: abcdefgh1 then abcdefgh") == "UTC: *** then ***"  # the longer value first; short ones left
     assert redactor.value({"abcdefgh": ["x abcdefgh1", 3, None]}) == {"***": ["x ***", 3, None]}
     assert Redactor([]).text("abcdefgh1") == "abcdefgh1"
+
+
+def test_the_environment_is_scanned_once_while_it_is_unchanged_and_again_as_soon_as_it_changes(monkeypatch):
+    """Every trace event is redacted with the environment's secrets: the environment is scanned
+    when it changed since the last scan, not at every event, and a change is seen at once."""
+    from tools import secrets as module
+
+    scans: list[int] = []
+    original = module._scan
+    monkeypatch.setattr(module, "_scan", lambda environ: scans.append(1) or original(environ))
+    first, second = secret("envtoken"), secret("envtoken")
+    monkeypatch.setenv("BOUNDLOOP_TEST_TOKEN", first)
+    for _ in range(20):
+        assert module.redact({"text": f"sent {first}"}) == {"text": "sent ***"}
+    assert first in module.environment_secrets()
+    assert len(scans) == 1
+    monkeypatch.setenv("BOUNDLOOP_TEST_TOKEN", second)
+    assert module.redact([first, second]) == [first, "***"]  # the old value is no longer a secret
+    monkeypatch.delenv("BOUNDLOOP_TEST_TOKEN")
+    assert module.redact(second) == second and second not in module.environment_secrets()
+    assert len(scans) == 3
+    assert module.environment_secrets({"X_API_KEY": "given-value-1", "PATH": "/bin"}) == ["given-value-1"]  # a given mapping: scanned as given
