@@ -18,7 +18,7 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.runtime import Runtime
 
-from graph import deadline, guards, langsmith_trace
+from graph import deadline, guards, langsmith_trace, sends
 from graph.budget import add_usage, sparse
 from graph.check import check_graph
 from graph.faults import crash_point
@@ -122,7 +122,8 @@ def _phase_node(name: str, node: Node, services: Services) -> Node:
 
 
 def _task_node(node: Node, services: Services, *, calls_tool: bool) -> Node:
-    async def task_node(payload: dict[str, Any]) -> dict[str, Any]:
+    async def task_node(packed: dict[str, Any]) -> dict[str, Any]:
+        payload = sends.unpack(packed)  # the Send argument as stored (graph/sends.py), whole again
         async with services.stops.node(current_run_id()):
             started = time.perf_counter()
             with langsmith_trace.tool_run(payload) if calls_tool else nullcontext(lambda calls: None) as traced:

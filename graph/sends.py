@@ -3,8 +3,8 @@
 An execute or approve task gets nothing but its Send's argument, also when it re-runs after a
 crash (from the checkpoint), and LangGraph stores that argument twice for every call: as a write
 of the routing task and in the next checkpoint's pending tasks. So `pack` keeps only what the task
-reads and cannot get otherwise, and `unpack`, which every such task calls first, gives the whole
-values back:
+reads and cannot get otherwise, and `unpack`, which the graph's task wrapper calls before the task runs
+(graph/builder.py), gives the whole values back:
 
 - settings without the values equal to RunSettings' defaults, and the budget without those equal
   to the task's profile's (a run's budget is its profile's, with the task's overrides and a

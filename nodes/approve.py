@@ -21,7 +21,7 @@ from pydantic import BaseModel, ConfigDict
 
 from checkpoints import approvals
 from checkpoints.errors import ApprovalRefused
-from graph import hosted_tools, sends
+from graph import hosted_tools
 from graph.budget import add_usage
 from graph.services import Services, current_run_id
 from nodes.execute import record_outcome
@@ -59,9 +59,8 @@ class ApprovalDecision(BaseModel):
     """The argument hash the approver saw; when given it must match the request."""
 
 
-async def approve(packed: dict[str, Any], services: Services) -> dict[str, Any]:
-    """`packed` is the Send argument (graph/sends.py): the call, its pinned tool, the run's settings and usage."""
-    payload = sends.unpack(packed)
+async def approve(payload: dict[str, Any], services: Services) -> dict[str, Any]:
+    """`payload` is the Send argument, unpacked (graph/sends.py): the call, its pinned tool, the run's settings and usage."""
     call = payload["call"]
     run_id, pool = current_run_id(), await services.pool()
     request = _request(call, payload)

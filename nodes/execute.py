@@ -20,7 +20,7 @@ from typing import Any
 
 from langchain_core.messages import ToolMessage
 
-from graph import deadline, elicitation, mcp_scope, sends
+from graph import deadline, elicitation, mcp_scope
 from graph.budget import add_usage, tool_call_reservation
 from graph.services import Services, current_run_id
 from tools import client_features, dispatch, gateway, ledger, pinning
@@ -33,9 +33,8 @@ NO_RESPONSE = frozenset({"timeout", "server_unavailable", "cancelled", "unknown_
 """Outcomes of a call that was sent but never answered: the ladder stops at `attempted`."""
 
 
-async def execute(packed: dict[str, Any], services: Services) -> dict[str, Any]:
-    """`packed` is the Send argument (graph/sends.py): the call, its pinned tool, the run's settings and what the call may spend."""
-    payload = sends.unpack(packed)
+async def execute(payload: dict[str, Any], services: Services) -> dict[str, Any]:
+    """`payload` is the Send argument, unpacked (graph/sends.py): the call, its pinned tool, the run's settings and what the call may spend."""
     return await run_call(payload["call"], payload, services, phase="act")
 
 
