@@ -22,7 +22,6 @@ from graph.hosted_tools import approval_requests
 from graph.plan import evidence_to_fetch, unfinished
 from graph.status import Terminal
 from graph.tripwires import tripped
-from tools import pinning
 
 Stop = Literal["escalate", "finalize"]
 ASK_A_HUMAN = frozenset({Terminal.MISSING_INFO, Terminal.AMBIGUOUS_INTENT, Terminal.REVIEW_REQUIRED, Terminal.BUDGET_EXHAUSTED, Terminal.TIMEOUT})
@@ -203,7 +202,7 @@ def _payload(state: dict[str, Any], call: dict[str, Any]) -> dict[str, Any]:
     return sends.pack({
         "call": call,
         "settings": state["settings"],
-        "tools": pinning.only(state["tools"], call["name"]) if state.get("tools") else None,
+        "tools": state.get("tools"),
         "profile": state["task"]["profile"],
         "retries_left": retries_left,
         "usage": state["usage"],

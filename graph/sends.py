@@ -11,8 +11,8 @@ reads and cannot get otherwise, and `unpack`, which the graph's task wrapper cal
   human's extensions); both come back whole;
 - of usage, the counters the task reads (`USAGE_READ`); the others come back as zeros;
 - of the breakers, the model circuits: the sampler's (a tool's circuits are the gate's, in act);
-- the call's pinned tool without its definition hash: the check at dispatch hashes the definition
-  itself (tools/pinning.py);
+- of the run's pinned tools, their version: the task's wrapper gets the pins themselves from the
+  process's cache or the run's saved state (`Services.pins`), which the version proves the same;
 - no entry whose value is None: every reader `.get`s those.
 """
 
@@ -49,7 +49,7 @@ def pack(payload: dict[str, Any]) -> dict[str, Any]:
         "budget": _changed(payload["budget"], _BUDGETS[payload["profile"]]),
         "usage": usage,
         "breakers": {"circuits": circuits} if circuits else None,
-        "tools": payload.get("tools") and {**payload["tools"], "specs": [_unhashed(spec) for spec in payload["tools"]["specs"]]},
+        "tools": payload.get("tools") and {"version": payload["tools"]["version"]},
     }
     return {key: value for key, value in packed.items() if value is not None}
 
@@ -69,6 +69,3 @@ def _changed(values: dict[str, Any], defaults: dict[str, Any]) -> dict[str, Any]
     return {key: value for key, value in values.items()
             if key not in defaults or type(value) is not type(defaults[key]) or value != defaults[key]}
 
-
-def _unhashed(spec: dict[str, Any]) -> dict[str, Any]:
-    return {key: value for key, value in spec.items() if key != "sha256"}

@@ -74,12 +74,6 @@ def pin(specs: Iterable[ToolSpec]) -> dict[str, Any]:
     return {"version": _sha256(entries), "specs": entries}
 
 
-def only(pinned: dict[str, Any], name: str) -> dict[str, Any]:
-    """The pinned definition of one tool (what a task that runs one call needs), under the same version."""
-    specs = [entry for entry in pinned["specs"] if qualified_name(entry["server"], entry["name"]) == name]
-    return {"version": pinned["version"], "specs": specs}
-
-
 def registry_of(pinned: dict[str, Any]) -> ToolRegistry:
     return ToolRegistry(spec_of(entry) for entry in pinned["specs"])
 

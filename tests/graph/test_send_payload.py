@@ -1,4 +1,4 @@
-"""What a tool task's Send stores (graph/sends.py): the call, its pinned tool and the settings and
+"""What a tool task's Send stores (graph/sends.py): the call, its tools' version and the settings and
 budget that differ from their defaults — stored twice per call, so no copy of the defaults, the
 whole usage or every breaker — and what the task gets back from it, also in a new process after a
 kill between act's saved step and the call."""
@@ -39,9 +39,10 @@ def _size(value: Any) -> int:
 
 
 async def test_a_send_stores_its_call_and_tool_and_no_default_setting(run_script, runner, workspace, tmp_path):
-    """Every Send of the run is its call, its pinned tool and the two settings this run set, plus
-    under 300 bytes (the profile, retries and the usage counters the task reads): with the settings'
-    defaults, the budget, the whole usage and every circuit it was over 1,000 bytes more."""
+    """Every Send of the run is its call and the two settings this run set, plus under 400 bytes (the
+    tools' version, the profile, retries and the usage counters the task reads): with the settings'
+    defaults, the budget, the whole usage, every circuit and the tool's definition it was over
+    2,000 bytes more."""
     report = await run_script({"planner": [PLAN_READ_NOTES], "actor": [*(step(calls=[call]) for call in READS), step("done")],
                                "critic": [CRITIC_PASS]})
     assert report.status == Terminal.SUCCESS, report.values.get("ending")
@@ -51,7 +52,8 @@ async def test_a_send_stores_its_call_and_tool_and_no_default_setting(run_script
         arg = send.arg
         assert arg["settings"] == {"script": str(tmp_path / "script.json"), "workspace_root": str(workspace)}
         assert arg["budget"] == {} and "breakers" not in arg  # the profile's budget; no model circuit yet
-        assert size - _size(arg["call"]) - _size(arg["tools"]) - _size(arg["settings"]) < 300, arg
+        assert arg["tools"] == {"version": report.values["tools"]["version"]}  # the pins are the run's state's
+        assert size - _size(arg["call"]) - _size(arg["settings"]) < 400, arg
 
 
 async def test_the_task_gets_the_runs_settings_and_budget_back_whole(run_script, runner):

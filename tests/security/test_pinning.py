@@ -8,11 +8,15 @@ after its first call (tests/security/shifty_server.py); the model is the scripte
 from __future__ import annotations
 
 import json
+import signal
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
+import psycopg
 import pytest
+from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from langchain_core.messages import ToolMessage
 
 from checkpoints import store
@@ -20,10 +24,12 @@ from graph.runner import Runner
 from graph.status import Terminal
 from graph.task import RunSettings, Task
 from tests.graph.conftest import CRITIC_PASS, step
+from tests.graph.test_cli import BOUNDLOOP, _env, boundloop
 from tools import pinning
 from tools.bridge import MCPBridge
 from tools.config import load_servers
 
+SERDE = JsonPlusSerializer()
 SHIFTY = str(Path(__file__).parent / "shifty_server.py")
 PLAN = {"content": {"steps": [{"id": "s1", "description": "look keys up", "tools": ["shifty__lookup"]}], "blocked": None},
         "usage": {"input_tokens": 100, "output_tokens": 20}}
@@ -96,6 +102,55 @@ async def test_a_resumed_run_plans_and_acts_before_its_servers_start_and_starts_
     assert nodes[:2] == ["act", "execute"]
     assert calls.read_text() == "lookup a\nlookup b\n"
     assert [obs["status"] for obs in resumed.values["observations"]] == ["ok", "ok"]
+
+
+def killed_before_its_call(db_url: str, tmp_path: Path, thread: str) -> tuple[Path, Path]:
+    """A run killed as its one call's task starts (act's step saved, nothing sent); (calls log, the
+    file whose presence makes the server start with `lookup` redefined)."""
+    changed, calls = tmp_path / "changed", tmp_path / "calls.log"
+    script, servers = tmp_path / "script.json", tmp_path / "servers.json"
+    script.write_text(json.dumps({"model_id": "scripted-pinning", "roles": {
+        "planner": [{"content": {"steps": [{"id": "s1", "description": "look a key up"}], "blocked": None}}],
+        "actor": [step(calls=[lookup("a")]), step("the key could not be looked up")], "critic": [CRITIC_PASS]}}))
+    server = [SHIFTY, "--change", "description", "--changed-while", str(changed), "--calls", str(calls)]
+    servers.write_text(json.dumps({"mcpServers": {"shifty": {"command": sys.executable, "args": server, "trusted": True}}}))
+    args = ["run", "look keys up", "--model", "scripted", "--script", str(script), "--servers", str(servers),
+            "--workspace", str(tmp_path), "--thread", thread, "--json", "--database-url", db_url]
+    killed = subprocess.run([BOUNDLOOP, *args], env=_env(BOUNDLOOP_CRASH_AT="enter:execute#1"), capture_output=True, text=True, timeout=120)
+    assert killed.returncode == -signal.SIGKILL, killed.stderr
+    return calls, changed
+
+
+async def test_a_call_resumed_in_a_new_process_is_checked_against_the_tools_the_run_saved(db_url, tmp_path):
+    """Resumed by a new process whose server now defines the tool otherwise: the task, whose Send
+    names the run's tools only by their version, takes them from the run's saved state and refuses
+    the call."""
+    calls, changed = killed_before_its_call(db_url, tmp_path, "pins-saved")
+    changed.touch()
+    resumed = boundloop("resume", "pins-saved", "--json", "--database-url", db_url)
+    assert resumed.returncode == 0, resumed.stderr
+    async with Runner(db_url) as runner:
+        report = await runner.report("pins-saved")
+    assert [(obs["tool"], obs["status"]) for obs in report.values["observations"]] == [("shifty__lookup", "tool_changed")]
+    assert not calls.exists(), "the redefined tool must not run"
+
+
+async def test_a_task_whose_runs_saved_tools_are_not_the_ones_it_was_sent_with_makes_no_call(db_url, tmp_path):
+    """The saved pins rewritten after the kill (a version the task's Send does not name): the
+    resumed task stops the run with one line saying so, and the tool never runs."""
+    calls, _ = killed_before_its_call(db_url, tmp_path, "pins-swapped")
+    with psycopg.connect(db_url, autocommit=True) as conn:
+        rows = conn.execute("SELECT version, type, blob FROM checkpoint_blobs WHERE thread_id = 'pins-swapped' AND channel = 'tools'").fetchall()
+        assert rows, "the run saved its pins"
+        for version, kind, blob in rows:
+            pinned = SERDE.loads_typed((kind, blob))
+            swapped = SERDE.dumps_typed({**pinned, "version": "0" * 64})
+            conn.execute("UPDATE checkpoint_blobs SET type = %s, blob = %s WHERE thread_id = 'pins-swapped' AND channel = 'tools' AND version = %s",
+                         (*swapped, version))
+    resumed = boundloop("resume", "pins-swapped", "--json", "--database-url", db_url)
+    assert resumed.returncode != 0
+    assert "its saved state does not hold the tools its task was sent with" in resumed.stderr, resumed.stderr
+    assert not calls.exists(), "no call without its pins"
 
 
 async def test_calls_made_through_pinned_calls_such_as_compensations_get_the_same_check(tmp_path):
