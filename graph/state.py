@@ -1,9 +1,9 @@
 """state: the one checkpointed state object of a run, and the reducers that merge node updates.
 
 Kept small on purpose (DESIGN §3): full tool payloads live in the Postgres observation store;
-state keeps an excerpt, a hash and a pointer. `messages`, `observations` and `breakers` (which
-counts every distinct call) are delta channels, so a checkpoint stores only what a step added or
-changed, not the whole history again.
+state keeps an excerpt, a hash and a pointer. `messages`, `observations`, `usage` and `breakers`
+(which counts every distinct call) are delta channels, so a checkpoint stores only what a step
+added or changed, not the whole history or total again.
 """
 
 from __future__ import annotations
@@ -49,6 +49,10 @@ def merge_by_call_id(current: list[dict[str, Any]] | None, update: list[dict[str
 
 def _fold_observations(current: list[dict[str, Any]] | None, writes: list[Any]) -> list[dict[str, Any]]:
     return reduce(merge_by_call_id, writes, current or [])
+
+
+def _fold_usage(current: dict[str, Any] | None, writes: list[Any]) -> dict[str, Any]:
+    return reduce(add_usage, writes, current or {})
 
 
 def _fold_breakers(current: dict[str, Any] | None, writes: list[Any]) -> dict[str, Any]:
@@ -114,8 +118,9 @@ class LoopState(TypedDict, total=False):
     context: dict[str, Any]
     """The last model request's measure: role, tokens, growth since that role's previous request,
     method (tokenizer or estimate), limit; `pressure` when the actor's next request needs compaction."""
-    usage: Annotated[dict[str, Any], add_usage]
-    """Budget consumed so far; nodes send deltas, the reducer sums them."""
+    usage: Annotated[dict[str, Any], DeltaChannel(_fold_usage, snapshot_frequency=SNAPSHOT_EVERY)]
+    """Budget consumed so far; nodes send deltas, the reducer sums them (and a checkpoint stores
+    only them: the whole total in every step's checkpoint was a third of an iteration's blobs)."""
     breakers: Annotated[dict[str, Any], DeltaChannel(_fold_breakers, snapshot_frequency=SNAPSHOT_EVERY)]
     """Repeated-call and circuit-breaker counters (tools.breakers), checkpointed with the run; nodes
     write only the entries they changed (one per distinct call grows the whole), the reducer merges them."""
