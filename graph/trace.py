@@ -88,7 +88,7 @@ async def record_node(services: Services, run_id: str, node: str, state: dict[st
     elif node == "finalize":
         await store.upsert_run(await services.pool(), thread_id=run_id, goal=str(task.get("goal", "")), profile=str(task.get("profile", "")),
                                status=str(update["status"]["terminal"]), task_hash=(state.get("boundary") or {}).get("task_hash", ""),
-                               result=secrets.redact(update.get("result")))
+                               result=secrets.redact(update["result"] if "result" in update else state.get("result")))
 
 
 async def record_interrupt(services: Services, run_id: str, node: str, requests: list[Any]) -> None:

@@ -46,6 +46,7 @@ async def commit(state: dict[str, Any], services: Services) -> dict[str, Any]:
         code, reason = Terminal.LOW_CONFIDENCE, f"confidence {confidence} is below the review threshold"
     observations = state.get("observations", [])
     result = {
+        "kind": "result",  # finalize keeps it when the run commits, else replaces it with a failure report
         "output": output,
         "sha256": hashlib.sha256(output.encode()).hexdigest(),
         "confidence": confidence,

@@ -28,7 +28,7 @@ async def finalize(state: dict[str, Any], services: Services) -> dict[str, Any]:
     outcome = state.get("ending") or tripped(state) or budget_ending(state)
     code = Terminal(outcome["code"])
     committed = code in (Terminal.SUCCESS, Terminal.PARTIAL_SUCCESS)
-    artifact = {"kind": "result", **state["result"]} if committed else failure_report(state, outcome)
+    artifact = {**state["result"], "kind": "result"} if committed else failure_report(state, outcome)
     run_id = current_run_id()
     if code in (Terminal.UNSAFE_DETECTION, Terminal.PERMISSION_DENIED):
         artifact["evidence"] = safety.evidence(state)
@@ -40,11 +40,10 @@ async def finalize(state: dict[str, Any], services: Services) -> dict[str, Any]:
         if compensations:
             await store.append_trace(await services.pool(), run_id, "compensation", node="finalize", data={"outcomes": compensations})
     await services.close_run(run_id)
-    return {
-        "ending": outcome,
-        "result": artifact,
-        "status": {"phase": "finalize", "terminal": code.value},
-    }
+    update = {"ending": outcome, "status": {"phase": "finalize", "terminal": code.value}}
+    if artifact != state.get("result"):  # commit's result is written once: a whole copy per write
+        update["result"] = artifact
+    return update
 
 
 def failure_report(state: dict[str, Any], outcome: dict[str, Any]) -> dict[str, Any]:
