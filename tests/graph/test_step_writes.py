@@ -59,15 +59,27 @@ async def test_the_tool_loop_writes_no_channel_it_left_unchanged(run_script, run
 
 async def test_a_long_run_stores_its_history_as_deltas_not_as_repeated_snapshots(run_script, runner):
     """Past LangGraph's default snapshot cadence (100 updates) the messages and observations are still
-    stored as each step's delta: a full copy of the history every 100 updates would make storage grow
+    stored as each step's delta, and so is the usage (one total per step was a third of a step's blobs): a full copy of the history every 100 updates would make storage grow
     with the square of the run's length (tests/benchmarks/peer.py storage shows it at 1,000 turns)."""
     reads = [{"name": "workspace__read_file", "args": {"path": "notes.md", "max_chars": 100 + n}} for n in range(60)]
     report = await run_script({"planner": [PLAN_READ_NOTES], "actor": [*(step(calls=[call]) for call in reads), step("done")],
                                "critic": [CRITIC_PASS]}, task={"budget": {"tool_calls": 100, "tool_calls_per_tool": 100, "model_turns": 100}})
     assert report.status == Terminal.SUCCESS, report.values.get("ending")
     assert len(report.values["messages"]) > 100 and len(report.values["observations"]) == 60
+    assert report.values["usage"]["tool_calls"] == 60 and report.values["usage"]["per_tool"] == {"workspace__read_file": 60}
     async with runner.pool.connection() as conn:
         snapshots = await (await conn.cursor(row_factory=dict_row).execute(
-            "SELECT channel FROM checkpoint_blobs WHERE thread_id = %s AND channel IN ('messages', 'observations')",
+            "SELECT channel FROM checkpoint_blobs WHERE thread_id = %s AND channel IN ('messages', 'observations', 'usage')",
             (report.thread_id,))).fetchall()
-    assert [row["channel"] for row in snapshots] == []  # a full copy of either history would be a blob row here
+    assert [row["channel"] for row in snapshots] == []  # a full copy of a history or of the usage total would be a blob row here
+
+
+async def test_a_committed_result_is_written_once(run_script, runner):
+    """Commit writes the result finalize keeps: its provenance grows with every call, so a second
+    copy at finalize would add a row the size of the run's whole call list."""
+    report = await run_script({"planner": [PLAN_READ_NOTES], "actor": [*(step(calls=[call]) for call in READS[:2]), step("done")],
+                               "critic": [CRITIC_PASS]})
+    assert report.status == Terminal.SUCCESS
+    results = [(node, value) for node, channel, value in await _writes(runner, report.thread_id) if channel == "result"]
+    assert results == [("commit", report.values["result"])]
+    assert report.values["result"]["kind"] == "result" and len(report.values["result"]["provenance"]["tool_calls"]) == 2
