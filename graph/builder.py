@@ -122,11 +122,9 @@ def _phase_node(name: str, node: Node, services: Services) -> Node:
 
 
 def _task_node(node: Node, services: Services, *, calls_tool: bool) -> Node:
-    async def task_node(packed: dict[str, Any]) -> dict[str, Any]:
+    async def task_node(sent: dict[str, Any]) -> dict[str, Any]:
         crash_point(f"enter:{node.__name__}")
-        payload = sends.unpack(packed)  # the Send argument as stored (graph/sends.py), whole again
-        if pinned := payload.get("tools"):
-            payload["tools"] = await services.pins(current_run_id(), pinned["version"])
+        payload = guards.task_payload(sends.task_state(), node.__name__, sends.call_id(sent))  # the Send names the call only (graph/sends.py)
         async with services.stops.node(current_run_id()):
             started = time.perf_counter()
             with langsmith_trace.tool_run(payload) if calls_tool else nullcontext(lambda calls: None) as traced:

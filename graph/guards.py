@@ -125,11 +125,11 @@ def route_tool_calls(state: dict[str, Any]) -> list[Send] | Literal["act", "plan
     answered one left out), then the planner when a step asks for a re-plan, else the actor."""
     asks = [call for call in state.get("approvals", []) if "reservation" in call and not _decided(state, call)]
     if asks:
-        return [Send("approve", _payload(state, call)) for call in asks]
+        return [sends.send("approve", call) for call in asks]
     decided = {entry["call_id"]: entry for entry in state.get("approvals", []) if "decision" in entry}
     for wave in state.get("dispatch") or []:
         if runnable := [ready for call in wave if (ready := _runnable(call, decided)) is not None]:
-            return [Send("execute", _payload(state, call)) for call in runnable]
+            return [sends.send("execute", call) for call in runnable]
     return _next_model_step(state)
 
 
@@ -195,11 +195,21 @@ def _decided(state: dict[str, Any], call: dict[str, Any]) -> bool:
     return any(entry.get("call_id") == call["call_id"] and "decision" in entry for entry in state.get("approvals", []))
 
 
-def _payload(state: dict[str, Any], call: dict[str, Any]) -> dict[str, Any]:
-    """The call's task's Send argument, stored packed (graph/sends.py): all a resumed task gets."""
+def task_payload(state: dict[str, Any], node: str, call_id: str) -> dict[str, Any]:
+    """What the `node` task sent for call `call_id` gets, from the state its step starts from
+    (graph/sends.py): the call as `route_tool_calls` sent it (approved arguments included), its
+    run's pinned tools, settings and profile, and what it may still spend."""
+    if node == "approve":
+        calls = [entry for entry in state.get("approvals", []) if "reservation" in entry]
+    else:
+        decided = {entry["call_id"]: entry for entry in state.get("approvals", []) if "decision" in entry}
+        calls = [ready for wave in state.get("dispatch") or [] for call in wave if (ready := _runnable(call, decided)) is not None]
+    call = next((call for call in calls if call["call_id"] == call_id), None)
+    if call is None:
+        raise RuntimeError(f"the {node} task of call {call_id!r} finds no such call to run in the run's state; a guard is wrong")
     budget = _budget(state)
     retries_left = 2 if budget.retries is None else min(2, budget.retries - state["usage"].get("retries", 0))
-    return sends.pack({
+    return {
         "call": call,
         "settings": state["settings"],
         "tools": state.get("tools"),
@@ -210,7 +220,7 @@ def _payload(state: dict[str, Any], call: dict[str, Any]) -> dict[str, Any]:
         "breakers": state.get("breakers"),
         "wall_clock_left_s": budget_left_s(state["budget"], state["usage"]),
         "unmet": _unmet(state, call),
-    })
+    }
 
 
 def _unmet(state: dict[str, Any], call: dict[str, Any]) -> str | None:

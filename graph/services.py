@@ -17,7 +17,6 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 from langgraph.config import get_config
-from langgraph.constants import CONFIG_KEY_CHECKPOINTER
 from psycopg_pool import AsyncConnectionPool
 
 from checkpoints.lease import LeaseHolder
@@ -32,23 +31,6 @@ from tools.shared_sessions import SharedSessions
 def current_run_id() -> str:
     """The thread id of the run being executed (a run is a thread)."""
     return get_config()["configurable"]["thread_id"]
-
-
-class PinsNotSaved(RuntimeError):
-    """A tool task names pins its run's saved state does not hold: the call is not made."""
-
-
-async def _saved_pins(version: str) -> dict[str, Any]:
-    """The pins of the graph whose task is running, from its latest saved checkpoint, which holds
-    the step that sent the task (pins never change after intake; the version proves they are the
-    ones the task was sent with)."""
-    configurable = get_config()["configurable"]
-    namespace = str(configurable.get("checkpoint_ns", "")).rpartition("|")[0]  # the task's graph's, without the task's own part
-    saved = await configurable[CONFIG_KEY_CHECKPOINTER].aget_tuple({"configurable": {"thread_id": configurable["thread_id"], "checkpoint_ns": namespace}})
-    pinned = saved.checkpoint["channel_values"].get("tools") if saved is not None else None
-    if not pinned or pinned.get("version") != version:
-        raise PinsNotSaved(f"run {configurable['thread_id']!r}: its saved state does not hold the tools its task was sent with (version {version[:12]}); no call is made")
-    return pinned
 
 
 def default_servers(workspace_root: str) -> dict[str, Any]:
@@ -89,8 +71,8 @@ class Services:
         """False: every run gets its own session of every server, `shared` or not (the server path:
         a waiting or finished thread holds no server there)."""
         self._bridge_locks: dict[str, asyncio.Lock] = {}
-        self._pinned: dict[str, tuple[dict[str, Any], ToolRegistry]] = {}
-        """Per run, its pins (the state's `tools`) and the registry built from them."""
+        self._registries: dict[str, tuple[str, ToolRegistry]] = {}
+        """Per run, the registry built from its pins, with their version."""
         self._write_locks: dict[str, asyncio.Lock] = {}
         self._drives: dict[str, tuple[asyncio.Lock, int]] = {}
         self.stops = Stops()
@@ -161,23 +143,13 @@ class Services:
         """The run's tools: the definitions pinned at intake (the state's `tools`; no server is started
         for them), or, without pins (intake itself, runs from before pinning), as the servers list them."""
         if pinned:
-            return self._remember(run_id, pinned)[1]
+            # Pins are written once at intake and their version hashes them all: a run's registry is
+            # built once per process, not at every step. Unpinned listings are live and never cached.
+            built = self._registries.get(run_id)
+            if built is None or built[0] != pinned["version"]:
+                built = self._registries[run_id] = (pinned["version"], pinning.registry_of(pinned))
+            return built[1]
         return ToolRegistry((await self.bridge(run_id, settings)).specs())
-
-    async def pins(self, run_id: str, version: str) -> dict[str, Any]:
-        """The run's pins, which a tool task's Send names by their version only (graph/sends.py):
-        those this process last saw the run's steps use, else those of the run's saved state (the
-        task's process started after act's step was saved: a resume, another worker)."""
-        known = self._pinned.get(run_id)
-        return known[0] if known is not None and known[0]["version"] == version else self._remember(run_id, await _saved_pins(version))[0]
-
-    def _remember(self, run_id: str, pinned: dict[str, Any]) -> tuple[dict[str, Any], ToolRegistry]:
-        # Pins are written once at intake and their version hashes them all: a run's registry is
-        # built once per process, not at every step. Unpinned listings are live and never cached.
-        known = self._pinned.get(run_id)
-        if known is None or known[0]["version"] != pinned["version"]:
-            known = self._pinned[run_id] = (pinned, pinning.registry_of(pinned))
-        return known
 
     async def close_run(self, run_id: str) -> None:
         """Stop the run's tool servers (a later step of the run starts them again)."""
@@ -187,7 +159,7 @@ class Services:
                 await bridge.close()
         self._bridge_locks.pop(run_id, None)
         self._write_locks.pop(run_id, None)
-        self._pinned.pop(run_id, None)
+        self._registries.pop(run_id, None)
 
     async def pool(self) -> AsyncConnectionPool:
         """The pool for our own tables, opened (and the schema migrated) on first use."""

@@ -1,7 +1,7 @@
-"""What a tool task's Send stores (graph/sends.py): the call, its tools' version and the settings and
-budget that differ from their defaults — stored twice per call, so no copy of the defaults, the
-whole usage or every breaker — and what the task gets back from it, also in a new process after a
-kill between act's saved step and the call."""
+"""What a tool task's Send stores (graph/sends.py): its call's id, nothing else (LangGraph stores
+it twice per call), and what the task reads from its step's state instead: the call, the run's
+settings, budget and tools whole, also in a new process after a kill between act's saved step and
+the call."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ import psycopg
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from psycopg.rows import dict_row
 
-from graph import sends
+from graph import guards
 from graph.runner import Runner
 from graph.status import Terminal
 from tests.graph.conftest import CRITIC_PASS, PLAN_ONE_STEP, PLAN_READ_NOTES, step
@@ -34,41 +34,42 @@ async def _stored_sends(runner: Runner, thread_id: str) -> list[tuple[int, Any]]
     return [(len(row["blob"]), SERDE.loads_typed((row["type"], row["blob"]))) for row in rows]
 
 
-def _size(value: Any) -> int:
-    return len(SERDE.dumps_typed(value)[1])
-
-
-async def test_a_send_stores_its_call_and_tool_and_no_default_setting(run_script, runner, workspace, tmp_path):
-    """Every Send of the run is its call and the two settings this run set, plus under 400 bytes (the
-    tools' version, the profile, retries and the usage counters the task reads): with the settings'
-    defaults, the budget, the whole usage, every circuit and the tool's definition it was over
-    2,000 bytes more."""
+async def test_a_send_stores_its_calls_id_and_nothing_else(run_script, runner):
+    """Three reads, three Sends of under 100 bytes each (with the call, the tool's definition, the
+    settings and the usage counters the task read, one was 1.6 KB), and each call ran as proposed."""
     report = await run_script({"planner": [PLAN_READ_NOTES], "actor": [*(step(calls=[call]) for call in READS), step("done")],
                                "critic": [CRITIC_PASS]})
     assert report.status == Terminal.SUCCESS, report.values.get("ending")
     stored = await _stored_sends(runner, report.thread_id)
-    assert [send.node for _, send in stored] == ["execute"] * 3
-    for size, send in stored:
-        arg = send.arg
-        assert arg["settings"] == {"script": str(tmp_path / "script.json"), "workspace_root": str(workspace)}
-        assert arg["budget"] == {} and "breakers" not in arg  # the profile's budget; no model circuit yet
-        assert arg["tools"] == {"version": report.values["tools"]["version"]}  # the pins are the run's state's
-        assert size - _size(arg["call"]) - _size(arg["settings"]) < 400, arg
+    observations = report.values["observations"]
+    assert [(send.node, send.arg) for _, send in stored] == [("execute", {"call_id": obs["call_id"]}) for obs in observations]
+    assert all(size < 100 for size, _ in stored), stored
+    assert [obs["status"] for obs in observations] == ["ok"] * 3
+    assert [json.loads(obs["excerpt"])["path"] for obs in observations] == ["notes.md"] * 3
 
 
-async def test_the_task_gets_the_runs_settings_and_budget_back_whole(run_script, runner):
-    """Non-default settings and budget overrides come back exactly as the run's state holds them,
-    defaults included; usage as the counters the task reads."""
+async def test_the_task_gets_its_call_and_the_runs_settings_budget_and_tools_whole(run_script, monkeypatch):
+    """Non-default settings and budget overrides, the pinned tools and the usage so far, as the
+    run's state holds them at the step that sent the call."""
+    payloads: list[dict[str, Any]] = []
+    original = guards.task_payload
+
+    def recording(state: dict[str, Any], node: str, call_id: str) -> dict[str, Any]:
+        payloads.append(original(state, node, call_id))
+        return payloads[-1]
+
+    monkeypatch.setattr(guards, "task_payload", recording)
     report = await run_script({"planner": [PLAN_READ_NOTES], "actor": [step(calls=[READS[0]]), step("done")], "critic": [CRITIC_PASS]},
                               task={"budget": {"tool_calls": 7, "wall_clock_s": None}}, tool_timeout_s=12.5, max_result_chars=900,
                               user="ana", prices={"scripted-test": (1.0, 2.0)})
     assert report.status == Terminal.SUCCESS, report.values.get("ending")
-    [(_, send)] = await _stored_sends(runner, report.thread_id)
-    assert send.arg["budget"] == {"tool_calls": 7, "wall_clock_s": None}
-    task = sends.unpack(send.arg)
+    [task] = payloads
+    assert task["call"]["name"] == "workspace__read_file" and task["call"]["args"] == READS[0]["args"]
+    assert task["call"]["call_id"] == report.values["observations"][0]["call_id"]
     assert task["settings"] == report.values["settings"] and task["budget"] == report.values["budget"]
-    assert task["settings"]["prices"] == {"scripted-test": [1.0, 2.0]} and task["settings"]["model_timeout_s"] == 120.0
-    assert task["usage"]["model_turns"] == 2 and task["usage"]["tool_calls"] == 1 and task["usage"]["per_tool"] == {}
+    assert task["settings"]["prices"] == {"scripted-test": [1.0, 2.0]} and task["settings"]["tool_timeout_s"] == 12.5
+    assert task["tools"] == report.values["tools"] and task["profile"] == report.values["task"]["profile"]
+    assert task["usage"]["model_turns"] == 2 and task["usage"]["tool_calls"] == 1  # the planner's and the actor's turns; this call reserved
 
 
 async def test_a_call_killed_after_acts_saved_step_runs_in_a_new_process_with_the_runs_settings(db_url, tmp_path):

@@ -18,6 +18,7 @@ import psycopg
 import pytest
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from langchain_core.messages import ToolMessage
+from langgraph.types import Send
 
 from checkpoints import store
 from graph.runner import Runner
@@ -123,8 +124,8 @@ def killed_before_its_call(db_url: str, tmp_path: Path, thread: str) -> tuple[Pa
 
 async def test_a_call_resumed_in_a_new_process_is_checked_against_the_tools_the_run_saved(db_url, tmp_path):
     """Resumed by a new process whose server now defines the tool otherwise: the task, whose Send
-    names the run's tools only by their version, takes them from the run's saved state and refuses
-    the call."""
+    names only its call, takes the pinned tools from the state its step resumes from (the saved
+    step) and refuses the call."""
     calls, changed = killed_before_its_call(db_url, tmp_path, "pins-saved")
     changed.touch()
     resumed = boundloop("resume", "pins-saved", "--json", "--database-url", db_url)
@@ -135,22 +136,24 @@ async def test_a_call_resumed_in_a_new_process_is_checked_against_the_tools_the_
     assert not calls.exists(), "the redefined tool must not run"
 
 
-async def test_a_task_whose_runs_saved_tools_are_not_the_ones_it_was_sent_with_makes_no_call(db_url, tmp_path):
-    """The saved pins rewritten after the kill (a version the task's Send does not name): the
-    resumed task stops the run with one line saying so, and the tool never runs."""
-    calls, _ = killed_before_its_call(db_url, tmp_path, "pins-swapped")
+async def test_a_send_naming_a_call_its_runs_state_does_not_hold_makes_no_call(db_url, tmp_path):
+    """The stored Send rewritten after the kill to name another call: the resumed task finds no such
+    call in its step's state, stops the run with one line saying so, and nothing runs."""
+    calls, _ = killed_before_its_call(db_url, tmp_path, "send-forged")
     with psycopg.connect(db_url, autocommit=True) as conn:
-        rows = conn.execute("SELECT version, type, blob FROM checkpoint_blobs WHERE thread_id = 'pins-swapped' AND channel = 'tools'").fetchall()
-        assert rows, "the run saved its pins"
-        for version, kind, blob in rows:
-            pinned = SERDE.loads_typed((kind, blob))
-            swapped = SERDE.dumps_typed({**pinned, "version": "0" * 64})
-            conn.execute("UPDATE checkpoint_blobs SET type = %s, blob = %s WHERE thread_id = 'pins-swapped' AND channel = 'tools' AND version = %s",
-                         (*swapped, version))
-    resumed = boundloop("resume", "pins-swapped", "--json", "--database-url", db_url)
+        forged = SERDE.dumps_typed(Send("execute", {"call_id": "a9.9"}))
+        writes = conn.execute("UPDATE checkpoint_writes SET type = %s, blob = %s WHERE thread_id = 'send-forged' AND channel = '__pregel_tasks'",
+                              forged).rowcount
+        for version, kind, blob in conn.execute("SELECT version, type, blob FROM checkpoint_blobs WHERE thread_id = 'send-forged' "
+                                                "AND channel = '__pregel_tasks' AND type <> 'empty'").fetchall():
+            stored = SERDE.dumps_typed([Send("execute", {"call_id": "a9.9"}) for _ in SERDE.loads_typed((kind, blob))])
+            conn.execute("UPDATE checkpoint_blobs SET type = %s, blob = %s WHERE thread_id = 'send-forged' AND channel = '__pregel_tasks' "
+                         "AND version = %s", (*stored, version))
+        assert writes == 1
+    resumed = boundloop("resume", "send-forged", "--json", "--database-url", db_url)
     assert resumed.returncode != 0
-    assert "its saved state does not hold the tools its task was sent with" in resumed.stderr, resumed.stderr
-    assert not calls.exists(), "no call without its pins"
+    assert "the execute task of call 'a9.9' finds no such call to run in the run's state" in resumed.stderr, resumed.stderr
+    assert not calls.exists(), "no call the run did not decide"
 
 
 async def test_calls_made_through_pinned_calls_such_as_compensations_get_the_same_check(tmp_path):
