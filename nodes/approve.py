@@ -60,7 +60,7 @@ class ApprovalDecision(BaseModel):
 
 
 async def approve(payload: dict[str, Any], services: Services) -> dict[str, Any]:
-    """`payload` is the Send argument, unpacked (graph/sends.py): the call, its pinned tool, the run's settings and usage."""
+    """`payload` (guards.task_payload, from the state this step starts from): the call, the run's pinned tools, settings and usage."""
     call = payload["call"]
     run_id, pool = current_run_id(), await services.pool()
     request = _request(call, payload)

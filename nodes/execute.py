@@ -34,7 +34,7 @@ NO_RESPONSE = frozenset({"timeout", "server_unavailable", "cancelled", "unknown_
 
 
 async def execute(payload: dict[str, Any], services: Services) -> dict[str, Any]:
-    """`payload` is the Send argument, unpacked (graph/sends.py): the call, its pinned tool, the run's settings and what the call may spend."""
+    """`payload` (guards.task_payload, from the state this step starts from): the call, the run's pinned tools and settings, and what the call may spend."""
     return await run_call(payload["call"], payload, services, phase="act")
 
 
