@@ -31,8 +31,13 @@ from checkpoints.store import APPEND_EVENTS, event_rows
 
 _SETUP_LOCK = int.from_bytes(b"bl-saver", "big")
 _SETUP_POLL_S = 0.05
-_VERSION_DIGITS = 10
-"""Zero-padded width of a version's counter: one step adds one, so 10^10 steps of one thread."""
+_COUNTER_DIGITS = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+"""A version's counter is base 62 in these digits, which are in ASCII order: counters of one width
+compare as strings (as LangGraph compares versions) the way their numbers do."""
+_COUNTER_WIDTH = 6
+"""62^6: 5.7 * 10^10 steps of one thread (one step adds one)."""
+_DECIMAL_WIDTH = 10
+"""A counter this long or longer is decimal: the Postgres saver's (32 digits) or boundloop's before base 62 (10)."""
 _VERSION_RANDOM_BYTES = 6
 """After the counter: 48 random bits, in 8 URL-safe base64 characters."""
 _DELETE_FOR_RUNS = """
@@ -50,6 +55,22 @@ _SAVING_WITH: ContextVar[list[Event] | None] = ContextVar("boundloop_saving_with
 """The trace events the save under way writes in its transaction (emptied once written)."""
 
 
+def _number(counter: str) -> int:
+    """The number a base-62 counter stands for ("" is 0)."""
+    number = 0
+    for digit in counter:
+        number = number * 62 + _COUNTER_DIGITS.index(digit)
+    return number
+
+
+def _base62(number: int) -> str:
+    digits = ""
+    while number:
+        number, digit = divmod(number, 62)
+        digits = _COUNTER_DIGITS[digit] + digits
+    return digits.rjust(_COUNTER_WIDTH, "0")
+
+
 class BoundloopSaver(AsyncPostgresSaver):
     """AsyncPostgresSaver that writes each step's trace events with the step, and can forget the
     checkpoints of given server runs."""
@@ -60,19 +81,24 @@ class BoundloopSaver(AsyncPostgresSaver):
         self._trace_order: dict[str, tuple[asyncio.Lock, list[int]]] = {}
 
     def get_next_version(self, current: str | None, channel: None) -> str:
-        """`<counter>.<random>`: 19 characters where the Postgres saver writes 50, and a checkpoint
+        """`<counter>.<random>`: 15 characters where the Postgres saver writes 50, and a checkpoint
         holds dozens of versions.
 
-        The counter is zero-padded, as LangGraph compares versions as strings (`>`, `max()`). A thread
-        saved with the saver's 32 digits keeps them, so an older boundloop can still continue it: after
-        a shorter version, its own would compare smaller. Should a thread hold both widths, ours
-        compare greater (below 10^22). The random part keeps a thread's branches apart (a fork, a rerun
-        after a rollback), which write the same counters: a blob is keyed by its version and never
-        overwritten. It comes from `secrets`, which no random.seed() repeats.
+        The counter is fixed-width base 62, as LangGraph compares versions as strings (`>`, `max()`).
+        A thread saved with decimal counters (the Postgres saver's 32 digits, boundloop's 10 before)
+        keeps them, so an older boundloop can still continue a thread it started. A base-62 version
+        given to a never-written channel of such a thread (a fork snapshots one) compares smaller
+        than the thread's versions or, when greater, the thread goes on from it in base 62, above
+        every decimal version it holds. The random part keeps a thread's branches apart (a fork, a
+        rerun after a rollback), which write the same counters: a blob is keyed by its version and
+        never overwritten. It comes from `secrets`, which no random.seed() repeats.
         """
         counter = "" if current is None else str(current).split(".")[0]
-        number = int(counter or 0) + 1
-        return f"{number:0{max(len(counter), _VERSION_DIGITS)}}.{secrets.token_urlsafe(_VERSION_RANDOM_BYTES)}"
+        if len(counter) >= _DECIMAL_WIDTH:
+            following = f"{int(counter) + 1:0{len(counter)}}"
+        else:
+            following = _base62(_number(counter) + 1)
+        return f"{following}.{secrets.token_urlsafe(_VERSION_RANDOM_BYTES)}"
 
     def hold_trace(self, key: TaskKey, events: list[Event]) -> None:
         """Write `events` with the saved result of the task `key` names (none if the task fails)."""

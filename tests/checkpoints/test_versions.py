@@ -1,11 +1,12 @@
-"""Channel versions (BoundloopSaver.get_next_version): short, ordered as LangGraph compares them
-(as strings), apart between a thread's branches, and compatible with the Postgres saver's 32 digits
-both ways."""
+"""Channel versions (BoundloopSaver.get_next_version): short (base-62 counters), ordered as
+LangGraph compares them (as strings), apart between a thread's branches, compatible with the
+Postgres saver's 32 digits both ways, and continuing boundloop's earlier 10 decimal digits."""
 
 from __future__ import annotations
 
 import operator
 import random
+import secrets
 import re
 from collections.abc import Sequence
 from typing import Annotated, Any, TypedDict
@@ -22,7 +23,9 @@ from checkpoints import postgres_saver
 from checkpoints.saver import BoundloopSaver
 
 CONFIG: RunnableConfig = {"configurable": {"thread_id": "t-1"}}
-SHORT = re.compile(r"\d{10}\.[A-Za-z0-9_-]{8}")
+SHORT = re.compile(r"[0-9A-Za-z]{6}\.[A-Za-z0-9_-]{8}")
+DECIMAL = re.compile(r"\d{10}\.[A-Za-z0-9_-]{8}")
+"""boundloop's versions before base 62."""
 WIDE = re.compile(r"\d{32}\..+")
 """The Postgres saver's counter width (it writes a random float after it)."""
 
@@ -182,6 +185,34 @@ async def test_a_version_compares_greater_than_the_one_it_follows_whatever_its_w
         chain.append(saver.get_next_version(chain[-1], None))
 
     assert all(WIDE.fullmatch(new) and new > version for version, new in zip(old, after_old))
-    assert [int(version.split(".")[0]) for version in chain] == list(range(1, 1_202))
-    assert all(SHORT.fullmatch(version) for version in chain) and chain == sorted(chain)
+    counters = [version.split(".")[0] for version in chain]
+    assert counters[:3] == ["000001", "000002", "000003"] and counters[9:11] == ["00000A", "00000B"]
+    assert counters[61:63] == ["000010", "000011"] and counters[-1] == "0000JN"  # 62 = "10"; 1201 = 19 * 62 + 23
+    assert all(SHORT.fullmatch(version) for version in chain) and chain == sorted(chain) and len(set(counters)) == len(chain)
     assert all(chain[0] > version for version in old + after_old)
+    decimal = [f"{counter:010}.abcdefgh" for counter in (1, 99, 12_345, 10**9)]
+    assert [saver.get_next_version(version, None).split(".")[0] for version in decimal] == ["0000000002", "0000000100", "0000012346", "1000000001"]
+
+
+class _DecimalSaver(BoundloopSaver):
+    """boundloop's saver before base 62: 10 decimal digits."""
+
+    def get_next_version(self, current: str | None, channel: None) -> str:
+        counter = "" if current is None else str(current).split(".")[0]
+        return f"{int(counter or 0) + 1:0{max(len(counter), 10)}}.{secrets.token_urlsafe(6)}"
+
+
+async def test_a_thread_of_the_decimal_versions_goes_on_with_them(db_url: str) -> None:
+    """A thread started by boundloop before base 62 keeps its 10 decimal digits, ordered, and reads
+    back whole: an older process can still continue it."""
+    async with postgres_saver(db_url) as saver:
+        older = _DecimalSaver(saver.conn)
+        await _loop_graph().compile(checkpointer=older).ainvoke(_start(limit=6, pause_at=[3]), CONFIG)
+        before = await _lineage(saver, CONFIG)
+        final = await _loop_graph().compile(checkpointer=saver).ainvoke(Command(resume="go on"), CONFIG)
+        lineage = await _lineage(saver, CONFIG)
+
+    assert final == _expected(6, pause_at=[3])
+    ours = lineage[len(before):]
+    assert ours and all(DECIMAL.fullmatch(version) for saved in ours for version in _versions(saved.checkpoint))
+    _assert_ordered(lineage)
