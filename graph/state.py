@@ -11,7 +11,7 @@ from __future__ import annotations
 from functools import reduce
 from typing import Annotated, Any
 
-from langchain_core.messages import AnyMessage
+from langchain_core.messages import AnyMessage, BaseMessage, BaseMessageChunk, RemoveMessage
 from langgraph.channels import DeltaChannel
 from langgraph.graph.message import add_messages
 from pydantic import ConfigDict
@@ -20,43 +20,67 @@ from typing_extensions import TypedDict  # pydantic builds the server's output s
 from graph.budget import add_usage
 from tools import breakers as breaker_state
 
-SNAPSHOT_EVERY = 1_000
-"""Updates between full snapshots of a growing channel (LangGraph's default is 100). Each snapshot
-holds the whole history, so snapshots every 100 updates make storage grow with the square of a long
-run's length; between snapshots only each step's delta is stored, and a resume replays at most this
-many small writes."""
+SNAPSHOT_EVERY = 4_000
+"""Updates between full snapshots of a growing channel (LangGraph's default is 100; it also
+snapshots every delta channel 5,000 steps after its last). Each snapshot holds the whole history,
+so snapshots every 100 (or 1,000) updates made storage grow with the square of a long run's
+length; a loop iteration updates the conversation twice, so this is one every 2,000 iterations.
+Between snapshots only each step's delta is stored, and a resume replays at most this many small
+writes, each fold in one pass."""
 
 
 def _fold_messages(current: list[AnyMessage] | None, writes: list[Any]) -> list[AnyMessage]:
-    """An empty write (a node with nothing to say this turn) is skipped: `add_messages` would copy
-    and re-index the whole conversation to add nothing."""
-    return reduce(add_messages, [write for write in writes if write], current or [])
+    """Writes in order, in one pass. A write of new messages only (the loop's usual: a reply, a tool
+    result) is appended, which is what `add_messages` makes of it; any other (an update or removal
+    by id, a chunk, a message without an id) goes through `add_messages`. Folding every write with
+    `add_messages`, which copies and re-indexes the whole conversation each time, made a resume's
+    replay of the writes since the last snapshot quadratic in their number. An empty write (a node
+    with nothing to say this turn) adds nothing."""
+    messages = list(current or [])
+    ids = {message.id for message in messages}
+    for write in writes:
+        if not write:
+            continue
+        if _only_new(write, ids):
+            messages.extend(write)
+            ids.update(message.id for message in write)
+        else:
+            messages = add_messages(messages, write)
+            ids = {message.id for message in messages}
+    return messages
+
+
+def _only_new(write: Any, ids: set[str | None]) -> bool:
+    """Whether `write` is whole messages with ids of their own, none among `ids`."""
+    if not isinstance(write, list):
+        return False
+    fresh = {message.id for message in write
+             if isinstance(message, BaseMessage) and not isinstance(message, (RemoveMessage, BaseMessageChunk)) and message.id is not None}
+    return len(fresh) == len(write) and fresh.isdisjoint(ids)
 
 
 def merge_by_call_id(current: list[dict[str, Any]] | None, update: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Records keyed by call id: a later write for the same call updates it in place."""
+    return _fold_by_call_id(current, [update])
+
+
+def _fold_by_call_id(current: list[dict[str, Any]] | None, writes: list[Any]) -> list[dict[str, Any]]:
+    """`merge_by_call_id` of each write in turn, in one pass (a replay is not quadratic)."""
     merged = list(current or [])
     index = {obs["call_id"]: position for position, obs in enumerate(merged)}
-    for obs in update:
-        position = index.get(obs["call_id"])
-        if position is None:
-            index[obs["call_id"]] = len(merged)
-            merged.append(obs)
-        else:
-            merged[position] = {**merged[position], **obs}
+    for update in writes:
+        for obs in update:
+            position = index.get(obs["call_id"])
+            if position is None:
+                index[obs["call_id"]] = len(merged)
+                merged.append(obs)
+            else:
+                merged[position] = {**merged[position], **obs}
     return merged
-
-
-def _fold_observations(current: list[dict[str, Any]] | None, writes: list[Any]) -> list[dict[str, Any]]:
-    return reduce(merge_by_call_id, writes, current or [])
 
 
 def _fold_usage(current: dict[str, Any] | None, writes: list[Any]) -> dict[str, Any]:
     return reduce(add_usage, writes, current or {})
-
-
-def _fold_breakers(current: dict[str, Any] | None, writes: list[Any]) -> dict[str, Any]:
-    return reduce(breaker_state.merge, writes, current or {})
 
 
 MERGED_BY = {"messages": add_messages, "observations": merge_by_call_id, "usage": add_usage, "breakers": breaker_state.merge,
@@ -113,7 +137,7 @@ class LoopState(TypedDict, total=False):
     """Persistent memories recalled at intake (graph/memory.py): retrieved evidence with its source, never instructions."""
     messages: Annotated[list[AnyMessage], DeltaChannel(_fold_messages, snapshot_frequency=SNAPSHOT_EVERY)]
     """The actor's conversation: each AI tool call is paired with exactly one tool result."""
-    observations: Annotated[list[dict[str, Any]], DeltaChannel(_fold_observations, snapshot_frequency=SNAPSHOT_EVERY)]
+    observations: Annotated[list[dict[str, Any]], DeltaChannel(_fold_by_call_id, snapshot_frequency=SNAPSHOT_EVERY)]
     """One record per tool call, climbing the grounding ladder intended → … → committed."""
     context: dict[str, Any]
     """The last model request's measure: role, tokens, growth since that role's previous request,
@@ -121,7 +145,7 @@ class LoopState(TypedDict, total=False):
     usage: Annotated[dict[str, Any], DeltaChannel(_fold_usage, snapshot_frequency=SNAPSHOT_EVERY)]
     """Budget consumed so far; nodes send deltas, the reducer sums them (and a checkpoint stores
     only them: the whole total in every step's checkpoint was a third of an iteration's blobs)."""
-    breakers: Annotated[dict[str, Any], DeltaChannel(_fold_breakers, snapshot_frequency=SNAPSHOT_EVERY)]
+    breakers: Annotated[dict[str, Any], DeltaChannel(breaker_state.merged, snapshot_frequency=SNAPSHOT_EVERY)]
     """Repeated-call and circuit-breaker counters (tools.breakers), checkpointed with the run; nodes
     write only the entries they changed (one per distinct call grows the whole), the reducer merges them."""
     dispatch: list[list[dict[str, Any]]]

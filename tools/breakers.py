@@ -32,7 +32,7 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass
-from typing import Any, Literal, Mapping
+from typing import Any, Literal, Mapping, Sequence
 
 from tools.outcome import REFUSED_BEFORE_DISPATCH
 from tools.registry import ToolSpec
@@ -148,8 +148,16 @@ def circuit_state(
 
 def merge(current: Mapping[str, Any] | None, update: Mapping[str, Any] | None) -> dict[str, Any]:
     """Reducer: `update`'s entries (a delta, or a whole state) over `current`'s, key by key."""
-    current, update = current or {}, update or {}
-    return {part: {**current.get(part, {}), **update.get(part, {})} for part in _PARTS}
+    return merged(current, [update])
+
+
+def merged(current: Mapping[str, Any] | None, updates: Sequence[Mapping[str, Any] | None]) -> dict[str, Any]:
+    """`merge` of each update in turn, in one pass (a replay of many writes is not quadratic)."""
+    folded = {part: dict((current or {}).get(part, {})) for part in _PARTS}
+    for update in updates:
+        for part in _PARTS:
+            folded[part].update((update or {}).get(part, {}))
+    return folded
 
 
 def changes(before: Mapping[str, Any], after: Mapping[str, Any]) -> dict[str, Any]:
