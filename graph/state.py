@@ -35,12 +35,13 @@ def _fold_messages(current: list[AnyMessage] | None, writes: list[Any]) -> list[
     by id, a chunk, a message without an id) goes through `add_messages`. Folding every write with
     `add_messages`, which copies and re-indexes the whole conversation each time, made a resume's
     replay of the writes since the last snapshot quadratic in their number. An empty write (a node
-    with nothing to say this turn) adds nothing."""
+    with nothing to say this turn) adds nothing, not even a copy."""
+    writes = [write for write in writes if write]
+    if not writes:
+        return current or []
     messages = list(current or [])
     ids = {message.id for message in messages}
     for write in writes:
-        if not write:
-            continue
         if _only_new(write, ids):
             messages.extend(write)
             ids.update(message.id for message in write)

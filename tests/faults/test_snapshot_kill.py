@@ -1,15 +1,16 @@
-"""SIGKILL a real run after its growing channels (messages, observations, breakers) were snapshotted,
-resume it in this process, and find the state whole: each tool call paired with exactly one result,
-one observation per call, and one COMPLETE ledger entry (one effect) per side-effecting call.
+"""SIGKILL a real run after its growing channels (messages, observations, usage, breakers) were
+snapshotted, resume it in this process, and find the state whole: each tool call paired with exactly
+one result, one observation per call, the usage of every call, and one COMPLETE ledger entry (one
+effect) per side-effecting call.
 
-The product snapshots every SNAPSHOT_EVERY = 1,000 updates (graph/state.py), which a run reaches
+The product snapshots every SNAPSHOT_EVERY = 4,000 updates (graph/state.py), which a run reaches
 only after minutes. The killed process runs the real graph on real Postgres with real MCP servers,
 but with its channels' snapshot cadence set to SMALL_CADENCE, so a snapshot is written within a few
-steps; the resume runs the product's graph (cadence 1,000) from that checkpoint: it rebuilds each
+steps; the resume runs the product's graph (its own cadence) from that checkpoint: it rebuilds each
 channel from the snapshot plus the deltas after it, the same reading code as at any cadence.
 
 BOUNDLOOP_LONG_SNAPSHOT_KILL=1 runs the same test at the product's own cadence instead: the killed
-process is left untouched and the run is long enough (LONG_TURNS) to pass 1,000 message updates
+process is left untouched and the run is long enough (TURNS) to pass SNAPSHOT_EVERY message updates
 first (minutes; README, Long runs).
 """
 
@@ -34,8 +35,8 @@ from tests.graph.conftest import CRITIC_PASS, PLAN_ONE_STEP, step
 REPO = Path(__file__).resolve().parents[2]
 LONG = os.environ.get("BOUNDLOOP_LONG_SNAPSHOT_KILL") == "1"
 SMALL_CADENCE = 6
-GROWING = ("messages", "observations", "breakers")
-TURNS = 520 if LONG else 15
+GROWING = ("messages", "observations", "usage", "breakers")
+TURNS = SNAPSHOT_EVERY // 2 + 20 if LONG else 15
 """Tool calls in the run: each adds two message updates (the call, its result)."""
 ALLOW_WRITES = {"rules": [{"id": "writes", "action": "allow", "server": "workspace", "tool": "write_file"}]}
 CHILD = """
@@ -69,7 +70,7 @@ def _snapshots(db_url: str, thread_id: str) -> set[str]:
 
 
 async def test_a_run_killed_past_a_channel_snapshot_resumes_whole(db_url, runner, workspace, tmp_path):
-    assert SNAPSHOT_EVERY == 1_000  # the product's cadence; only the killed process uses SMALL_CADENCE
+    assert runner.graph.channels["messages"].snapshot_frequency == SNAPSHOT_EVERY  # only the killed process uses SMALL_CADENCE
     script = tmp_path / "script.json"
     roles = {"planner": [PLAN_ONE_STEP], "actor": [*(step(calls=[_call(turn)]) for turn in range(TURNS)), step("done")],
              "critic": [CRITIC_PASS]}
@@ -81,7 +82,7 @@ async def test_a_run_killed_past_a_channel_snapshot_resumes_whole(db_url, runner
                              cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
     try:
         deadline = time.monotonic() + (3600 if LONG else 90)
-        needed = {"messages"} if LONG else {"messages", "observations"}  # a call adds one observation, two messages
+        needed = {"messages"} if LONG else {"messages", "observations", "usage"}  # a call adds one observation, two messages
         while not needed <= _snapshots(db_url, thread_id):
             assert child.poll() is None, f"the run ended before its channels were snapshotted: {child.stderr.read().decode()[-2000:]}"
             assert time.monotonic() < deadline, "no snapshot in time"
@@ -115,3 +116,4 @@ async def test_a_run_killed_past_a_channel_snapshot_resumes_whole(db_url, runner
     for turn in writes:
         assert (workspace / "out" / f"{turn}.txt").read_text() == f"turn {turn}\n"
     assert report.values["breakers"]["calls"] and len(report.values["breakers"]["calls"]) == TURNS
+    assert report.values["usage"]["tool_calls"] == TURNS and report.values["usage"]["side_effects"] == len(writes)
