@@ -8,6 +8,7 @@
     .venv/bin/python -m tests.benchmarks.peer resume       # process start -> first step saved
     .venv/bin/python -m tests.benchmarks.peer table        # all four, then the README's markdown table
     .venv/bin/python -m tests.benchmarks.peer soak         # 1,000 iterations: time flat, storage linear (--system bare: the peer's)
+    .venv/bin/python -m tests.benchmarks.peer read         # ms to read a thread's state after 200 and 1,000 iterations
 
 Same process, same Postgres saver, same MCP `read_file` of our workspace server (stdio), scripted
 zero-latency models, durability "sync". One iteration = one model turn + one read call. Figures
@@ -295,6 +296,31 @@ async def resume(bench: Bench, reps: int, history: int = 20) -> dict[str, list[f
     return latency
 
 
+async def read(bench: Bench, sizes: list[int], reps: int) -> dict[int, dict[str, list[float]]]:
+    """ms to read one thread's state after each size (`aget_state`: what a resume, `boundloop show`
+    or the console does first), boundloop against create_agent bare, in this process."""
+    print(f"\n## read a thread's state (aget_state; {reps} repetitions; load before {load()})")
+    figures: dict[int, dict[str, list[float]]] = {}
+    for size in sizes:
+        threads = {system: f"read-{system}-{size}-{uuid.uuid4().hex[:8]}" for system in ("boundloop", "bare")}
+        readers = {"boundloop": lambda: bench.runner.graph.aget_state({"configurable": {"thread_id": threads["boundloop"]}}),
+                   "bare": lambda: bench.graphs[("bare", size)].aget_state(peer_config(threads["bare"]))}
+        for system, thread_id in threads.items():
+            await bench.run(system, size, thread_id)
+        latency: dict[str, list[float]] = {system: [] for system in threads}
+        for _ in range(reps):
+            for system in random.sample(list(threads), len(threads)):
+                started = time.perf_counter()
+                await readers[system]()
+                latency[system].append((time.perf_counter() - started) * 1000)
+        ratio = [ours / peer for ours, peer in zip(latency["boundloop"], latency["bare"])]
+        print(f"{size:>5} it: boundloop {spread(latency['boundloop'])} ms, bare {spread(latency['bare'])} ms; "
+              f"boundloop/bare {spread(ratio, 2)}x")
+        figures[size] = latency
+    print(f"load after {load()}")
+    return figures
+
+
 def table(per_it: dict[str, Any], payload: dict[str, dict[int, int]], waves: dict[int, dict[str, list[float]]],
           latency: dict[str, list[float]], reps: int) -> str:
     """The README's performance table: medians, ratios to boundloop's in parentheses."""
@@ -355,6 +381,8 @@ async def main(options: argparse.Namespace) -> None:
             await resume(bench, options.reps)
         elif command == "soak":
             await soak(bench, options.iterations, options.system)
+        elif command == "read":
+            await read(bench, options.sizes or [200, 1000], options.reps)
         else:
             figures = (await iterations(bench, options.reps), await storage(bench, [50, 200, 1000]),
                        await concurrency(bench, options.runs, options.reps), await resume(bench, options.reps))
@@ -370,9 +398,9 @@ def _positive(text: str) -> int:
 
 def parser() -> argparse.ArgumentParser:
     parse = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parse.add_argument("command", choices=["iterations", "storage", "concurrency", "resume", "table", "soak"])
+    parse.add_argument("command", choices=["iterations", "storage", "concurrency", "resume", "table", "soak", "read"])
     parse.add_argument("--reps", type=int, default=5)
-    parse.add_argument("--sizes", type=int, nargs="+", default=[], help="iterations: SMALL LARGE (20 60); storage: sizes (50 200 1000)")
+    parse.add_argument("--sizes", type=int, nargs="+", default=[], help="iterations: SMALL LARGE (20 60); storage: sizes (50 200 1000); read: sizes (200 1000)")
     parse.add_argument("--runs", type=int, nargs="+", default=[50, 200], help="concurrency: runs started at once")
     parse.add_argument("--run-iterations", type=_positive, default=1, help="concurrency: iterations of each run (1: the fixed cost of a run)")
     parse.add_argument("--iterations", type=int, default=1000, help="soak: iterations of the one run")

@@ -6,7 +6,7 @@ from contextlib import AsyncExitStack
 
 import pytest
 
-from tests.benchmarks.peer import SYSTEMS, concurrency, iterations, open_bench, parser, soak
+from tests.benchmarks.peer import SYSTEMS, concurrency, iterations, open_bench, parser, read, soak
 
 
 async def test_the_per_iteration_comparison_runs_at_a_tiny_size(db_url: str) -> None:
@@ -44,3 +44,10 @@ def test_the_concurrency_command_takes_the_iterations_of_each_run() -> None:
     assert parser().parse_args(["concurrency", "--runs", "50", "--run-iterations", "20"]).run_iterations == 20
     with pytest.raises(SystemExit):
         parser().parse_args(["concurrency", "--run-iterations", "0"])
+
+
+async def test_reading_a_threads_state_runs_for_boundloop_and_the_peer_at_a_tiny_size(db_url: str, capsys) -> None:
+    async with AsyncExitStack() as stack:
+        figures = await read(await open_bench(stack, db_url, warm_up=False), [2], reps=2)
+    assert [len(figures[2][system]) for system in ("boundloop", "bare")] == [2, 2]
+    assert "2 it: boundloop" in capsys.readouterr().out
