@@ -126,7 +126,7 @@ def route_tool_calls(state: dict[str, Any]) -> list[Send] | Literal["act", "plan
     asks = [call for call in state.get("approvals", []) if "reservation" in call and not _decided(state, call)]
     if asks:
         return [sends.send("approve", call) for call in asks]
-    decided = {entry["call_id"]: entry for entry in state.get("approvals", []) if "decision" in entry}
+    decided = _decisions(state)
     for wave in state.get("dispatch") or []:
         if runnable := [ready for call in wave if (ready := _runnable(call, decided)) is not None]:
             return [sends.send("execute", call) for call in runnable]
@@ -138,6 +138,11 @@ def _next_model_step(state: dict[str, Any]) -> Literal["plan", "act", "escalate"
     if not may_call_model(state):
         return stop(state)
     return "plan" if (state.get("plan") or {}).get("replan") else "act"
+
+
+def _decisions(state: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """The human decisions made on the run's approvals, by call id."""
+    return {entry["call_id"]: entry for entry in state.get("approvals", []) if "decision" in entry}
 
 
 def _runnable(call: dict[str, Any], decided: dict[str, dict[str, Any]]) -> dict[str, Any] | None:
@@ -202,7 +207,7 @@ def task_payload(state: dict[str, Any], node: str, call_id: str) -> dict[str, An
     if node == "approve":
         calls = [entry for entry in state.get("approvals", []) if "reservation" in entry]
     else:
-        decided = {entry["call_id"]: entry for entry in state.get("approvals", []) if "decision" in entry}
+        decided = _decisions(state)
         calls = [ready for wave in state.get("dispatch") or [] for call in wave if (ready := _runnable(call, decided)) is not None]
     call = next((call for call in calls if call["call_id"] == call_id), None)
     if call is None:
