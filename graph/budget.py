@@ -95,20 +95,30 @@ def empty_usage() -> dict[str, Any]:
 
 def add_usage(current: dict[str, Any] | None, delta: dict[str, Any] | None) -> dict[str, Any]:
     """Reducer: sum a usage delta into the running total (parallel tasks each send a delta)."""
+    return summed_usage(current, [delta])
+
+
+def summed_usage(current: dict[str, Any] | None, deltas: list[dict[str, Any] | None]) -> dict[str, Any]:
+    """`add_usage` of each delta in turn, into one new total (a resume replays thousands)."""
     total = empty_usage()
-    for source in (current or {}, delta or {}):
-        for key, value in source.items():
-            if key in USAGE_MAPS:
-                merged = total[key]
-                for name, count in value.items():
-                    merged[name] = merged.get(name, 0) + count
-            elif key in USAGE_PEAKS:
-                total[key] = max(total.get(key, 0), value)
-            else:
-                total[key] = total.get(key, 0) + value
-    total["cost_usd"] = round(total["cost_usd"], 10)
-    total["wall_clock_s"] = round(total["wall_clock_s"], 6)
+    _add_into(total, current)
+    for delta in deltas:
+        _add_into(total, delta)
+        total["cost_usd"] = round(total["cost_usd"], 10)
+        total["wall_clock_s"] = round(total["wall_clock_s"], 6)
     return total
+
+
+def _add_into(total: dict[str, Any], source: dict[str, Any] | None) -> None:
+    for key, value in (source or {}).items():
+        if key in USAGE_MAPS:
+            merged = total[key]
+            for name, count in value.items():
+                merged[name] = merged.get(name, 0) + count
+        elif key in USAGE_PEAKS:
+            total[key] = max(total.get(key, 0), value)
+        else:
+            total[key] = total.get(key, 0) + value
 
 
 def sparse(usage: dict[str, Any]) -> dict[str, Any]:

@@ -8,7 +8,6 @@ added or changed, not the whole history or total again.
 
 from __future__ import annotations
 
-from functools import reduce
 from typing import Annotated, Any
 
 from langchain_core.messages import AnyMessage, BaseMessage, BaseMessageChunk, RemoveMessage
@@ -17,7 +16,7 @@ from langgraph.graph.message import add_messages
 from pydantic import ConfigDict
 from typing_extensions import TypedDict  # pydantic builds the server's output schema only from this one on 3.11
 
-from graph.budget import add_usage
+from graph.budget import add_usage, summed_usage
 from tools import breakers as breaker_state
 
 SNAPSHOT_EVERY = 4_000
@@ -81,7 +80,7 @@ def _fold_by_call_id(current: list[dict[str, Any]] | None, writes: list[Any]) ->
 
 
 def _fold_usage(current: dict[str, Any] | None, writes: list[Any]) -> dict[str, Any]:
-    return reduce(add_usage, writes, current or {})
+    return summed_usage(current, writes)
 
 
 MERGED_BY = {"messages": add_messages, "observations": merge_by_call_id, "usage": add_usage, "breakers": breaker_state.merge,

@@ -10,7 +10,8 @@ from typing import Any
 from langchain_core.messages import AIMessage, AIMessageChunk, HumanMessage, RemoveMessage, ToolMessage
 from langgraph.graph.message import add_messages
 
-from graph.state import _fold_by_call_id, _fold_messages, merge_by_call_id
+from graph.budget import add_usage
+from graph.state import _fold_by_call_id, _fold_messages, _fold_usage, merge_by_call_id
 from tools import breakers
 
 CALL = {"name": "workspace__read_file", "args": {"path": "notes.md"}, "id": "c1", "type": "tool_call"}
@@ -77,3 +78,17 @@ def test_breakers_fold_in_one_pass_as_merge_folds_each_write():
     assert reference == {"calls": {"t#1": 2, "t#2": 1}, "circuits": {"tool:t": {"failures": 1, "opened_at": None}}}
     for split in range(len(writes) + 1):
         assert breakers.merged(breakers.merged(None, writes[:split]), writes[split:]) == reference, split
+
+
+def test_usage_folds_in_one_pass_as_add_usage_folds_each_write():
+    writes = [
+        {"model_turns": 1, "input_tokens": 300, "cost_usd": 0.1, "wall_clock_s": 0.1234567, "calls_by_role": {"actor": 1}},
+        {"tool_calls": 1, "per_tool": {"t": 1}, "per_server": {"s": 1}, "context_tokens": 900},
+        {},
+        {"cost_usd": 0.2, "wall_clock_s": 0.0000004, "context_tokens": 400, "per_tool": {"t": 2, "u": 1}},
+        {"cost_usd": 1e-11, "model_turns": 1, "calls_by_role": {"actor": 1, "judge": 1}},
+    ]
+    reference = reduce(add_usage, writes, {})
+    assert reference["cost_usd"] == 0.3 and reference["context_tokens"] == 900 and reference["per_tool"] == {"t": 3, "u": 1}
+    for split in range(len(writes) + 1):
+        assert _fold_usage(_fold_usage(None, writes[:split]) if split else None, writes[split:]) == reference, split
