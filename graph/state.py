@@ -17,6 +17,7 @@ from pydantic import ConfigDict
 from typing_extensions import TypedDict  # pydantic builds the server's output schema only from this one on 3.11
 
 from graph.budget import add_usage, summed_usage
+from graph.fold_index import FoldIndex
 from tools import breakers as breaker_state
 
 SNAPSHOT_EVERY = 4_000
@@ -33,21 +34,30 @@ def _fold_messages(current: list[AnyMessage] | None, writes: list[Any]) -> list[
     result) is appended, which is what `add_messages` makes of it; any other (an update or removal
     by id, a chunk, a message without an id) goes through `add_messages`. Folding every write with
     `add_messages`, which copies and re-indexes the whole conversation each time, made a resume's
-    replay of the writes since the last snapshot quadratic in their number. An empty write (a node
-    with nothing to say this turn) adds nothing, not even a copy."""
+    replay of the writes since the last snapshot quadratic in their number, and indexing the
+    conversation's ids each step made a step's cost grow with the run (graph/fold_index.py keeps
+    them). An empty write (a node with nothing to say this turn) adds nothing, not even a copy."""
     writes = [write for write in writes if write]
     if not writes:
         return current or []
     messages = list(current or [])
-    ids = {message.id for message in messages}
+    ids = _MESSAGE_IDS.of(current or [])
     for write in writes:
         if _only_new(write, ids):
             messages.extend(write)
             ids.update(message.id for message in write)
         else:
             messages = add_messages(messages, write)
-            ids = {message.id for message in messages}
+            ids = _message_ids(messages)
+    _MESSAGE_IDS.keep(messages, ids)
     return messages
+
+
+def _message_ids(messages: list[AnyMessage]) -> set[str | None]:
+    return {message.id for message in messages}
+
+
+_MESSAGE_IDS = FoldIndex(_message_ids, set)
 
 
 def _only_new(write: Any, ids: set[str | None]) -> bool:
@@ -67,7 +77,7 @@ def merge_by_call_id(current: list[dict[str, Any]] | None, update: list[dict[str
 def _fold_by_call_id(current: list[dict[str, Any]] | None, writes: list[Any]) -> list[dict[str, Any]]:
     """`merge_by_call_id` of each write in turn, in one pass (a replay is not quadratic)."""
     merged = list(current or [])
-    index = {obs["call_id"]: position for position, obs in enumerate(merged)}
+    index = _CALL_POSITIONS.of(current or [])
     for update in writes:
         for obs in update:
             position = index.get(obs["call_id"])
@@ -76,14 +86,27 @@ def _fold_by_call_id(current: list[dict[str, Any]] | None, writes: list[Any]) ->
                 merged.append(obs)
             else:
                 merged[position] = {**merged[position], **obs}
+    _CALL_POSITIONS.keep(merged, index)
     return merged
+
+
+def _call_positions(records: list[dict[str, Any]]) -> dict[str, int]:
+    return {record["call_id"]: position for position, record in enumerate(records)}
+
+
+_CALL_POSITIONS = FoldIndex(_call_positions, dict)
 
 
 def _fold_usage(current: dict[str, Any] | None, writes: list[Any]) -> dict[str, Any]:
     return summed_usage(current, writes)
 
 
-MERGED_BY = {"messages": add_messages, "observations": merge_by_call_id, "usage": add_usage, "breakers": breaker_state.merge,
+def merge_messages(current: list[AnyMessage] | None, update: Any) -> list[AnyMessage]:
+    """`add_messages` of one update, by the fold (a long conversation is not re-indexed)."""
+    return _fold_messages(current, [update])
+
+
+MERGED_BY = {"messages": merge_messages, "observations": merge_by_call_id, "usage": add_usage, "breakers": breaker_state.merge,
              "approvals": merge_by_call_id}
 """The channels whose writes are merged into the value (the rest are replaced), as LoopState declares them."""
 
