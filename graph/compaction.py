@@ -26,7 +26,6 @@ from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 
-from graph import context
 from graph.budget import Budget
 from graph.models import context_window_of, model_id
 from graph.prompts import task_brief
@@ -42,11 +41,10 @@ the record alone and the threshold, so the next compaction is several turns away
 CALL_ID = re.compile(r"a(\d+)\.(\d+)")
 
 
-def pressure(state: dict[str, Any], request: list[BaseMessage], tools: list[dict[str, Any]]) -> dict[str, Any] | None:
-    """The gate: the `context` value that sends the run to `compact` when the actor's request
-    would pass the threshold; None when it may be sent."""
-    name = model_id(state["settings"])
-    tokens, method = context.measure(name, request, tools)
+def pressure(state: dict[str, Any], measure: tuple[int, str]) -> dict[str, Any] | None:
+    """The gate: the `context` value that sends the run to `compact` when the actor's request,
+    whose `context.measure` is `measure`, would pass the threshold; None when it may be sent."""
+    tokens, method = measure
     limit = limit_of(state)
     threshold = threshold_of(state, limit)
     if threshold is None or tokens <= threshold:

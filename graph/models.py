@@ -155,11 +155,14 @@ async def call_model(
     tools: list[dict[str, Any]] | None = None,
     spent: dict[str, Any] | None = None,
     options: dict[str, Any] | None = None,
+    measure: tuple[int, str] | None = None,
 ) -> tuple[AIMessage, dict[str, Any]]:
     """Call the run's model as `role`; return the reply and the update to add to state: the usage
     delta and, when the model's circuit changed, the breaker state. `spent` is what earlier calls
     of the same node cost (its usage counts for the call index and the retry budget). `options` are
-    request parameters sent with the tools (e.g. `max_tool_calls` for hosted tools)."""
+    request parameters sent with the tools (e.g. `max_tool_calls` for hosted tools). `measure` is
+    the request's `context.measure` when the caller took it already (a long conversation is
+    measured once per turn)."""
     settings = state["settings"]
     model = model_for(settings)
     runnable = model.bind_tools(tools, **(options or {})) if tools else model
@@ -168,7 +171,7 @@ async def call_model(
     index = usage["calls_by_role"].get(role, 0)
     config = {"metadata": {ROLE_KEY: role, INDEX_KEY: index}}
     name = model_id(settings)
-    tokens, method = context.measure(name, messages, tools)
+    tokens, method = measure or context.measure(name, messages, tools)
     measured = context.record(spent.get("context") or state.get("context"), role, tokens, method, context_window_of(settings, name))
     retries = Budget.model_validate(state["budget"]).retries
     try:

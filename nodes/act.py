@@ -22,9 +22,9 @@ from typing import Any
 
 from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
 
-from graph import compaction, goal_check, guards, hosted_tools, memory, payload_tool, schedule
+from graph import compaction, context, goal_check, guards, hosted_tools, memory, payload_tool, schedule
 from graph.budget import add_usage
-from graph.models import NoReply, call_model
+from graph.models import NoReply, call_model, model_id
 from graph.prompts import ACTOR, SCHEMA_RULE, evidence_brief, task_brief
 from graph.services import Services, current_run_id
 from graph.state import applied, combined
@@ -71,13 +71,14 @@ async def ask_actor(state: dict[str, Any], services: Services) -> dict[str, Any]
                       dependency="hosted_tools", resume_to="act")
         return {"ending": stop, "status": {"phase": "act"}}
     tools = [*tools, *offered]
-    if measured := compaction.pressure(state, request, tools):  # the context pressure gate: compact first
+    measure = context.measure(model_id(state["settings"]), request, tools)  # once: the gate's and the call's
+    if measured := compaction.pressure(state, measure):  # the context pressure gate: compact first
         return {"context": measured, "status": {"phase": "act"}}
     checked = await goal_check.before_turn(state, services)  # every goal_check_every turns; may end the run here
     if checked.stops:
         return {**checked.update, "status": {"phase": "act"}}
     try:
-        reply, update = await call_model(state, services, "actor", request, tools=tools, options=options, spent=checked.update)
+        reply, update = await call_model(state, services, "actor", request, tools=tools, options=options, spent=checked.update, measure=measure)
     except NoReply as stopped:
         return {**stopped.update, "status": {"phase": "act"}}
     reported = await hosted_tools.observe_reply(state, services, reply)  # calls the provider already made

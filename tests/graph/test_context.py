@@ -12,6 +12,7 @@ import pytest
 from langchain_core.messages import AIMessage, ToolMessage
 
 from checkpoints import store
+from graph import context
 from graph.models import model_for
 from graph.status import Terminal
 from tests.graph.conftest import CRITIC_PASS, JUDGE_PASS, PLAN_ONE_STEP, step
@@ -128,3 +129,20 @@ async def _shown(report: Any, pool: Any, call_id: str) -> str:
         if isinstance(message, ToolMessage) and message.tool_call_id == tool_call_id:
             return str(message.content)
     return (await store.get_call_payload(pool, report.thread_id, call_id)).body
+
+
+async def test_each_actor_request_is_measured_once_for_the_pressure_gate_and_the_call(run_script, long_notes, monkeypatch):
+    """A long conversation costs a pass over every message to measure: the gate's measure is the call's."""
+    measured_with_tools: list[int] = []
+    measure = context.measure
+
+    def counting(model: str, messages: Any, tools: Any = None) -> tuple[int, str]:
+        if tools:  # the actor's requests carry the tools; the planner's, judge's and critic's do not
+            measured_with_tools.append(len(messages))
+        return measure(model, messages, tools)
+
+    monkeypatch.setattr(context, "measure", counting)
+    report = await run_script(long_script(4), unattended=True)
+    assert report.status == Terminal.SUCCESS, report.values.get("ending")
+    assert report.values["usage"]["calls_by_role"]["actor"] == 5
+    assert len(measured_with_tools) == 5, measured_with_tools
