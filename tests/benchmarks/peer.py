@@ -7,7 +7,7 @@
     .venv/bin/python -m tests.benchmarks.peer concurrency --runs 50 --run-iterations 20  # the same, runs of 20 iterations
     .venv/bin/python -m tests.benchmarks.peer resume       # process start -> first step saved
     .venv/bin/python -m tests.benchmarks.peer table        # all four, then the README's markdown table
-    .venv/bin/python -m tests.benchmarks.peer soak         # 1,000 iterations: time flat, storage linear (--system bare: the peer's)
+    .venv/bin/python -m tests.benchmarks.peer soak         # 1,000 iterations: time flat, storage linear (--system bare: the peer's; --reps N: N runs)
     .venv/bin/python -m tests.benchmarks.peer read         # ms to read a thread's state after 200 and 1,000 iterations
 
 Same process, same Postgres saver, same MCP `read_file` of our workspace server (stdio), scripted
@@ -53,6 +53,9 @@ from tools.bridge import MCPBridge
 from tools.config import load_servers
 
 SYSTEMS = ("boundloop", *PEERS)
+REPETITIONS = 5
+SOAK_RUNS = 3
+"""A soak's last/first ratio moves by a third between runs on this machine: one run proves little."""
 THREAD_ROWS = """
 SELECT (SELECT count(*) FROM checkpoints WHERE thread_id = %(t)s),
        (SELECT count(*) FROM checkpoint_writes WHERE thread_id = %(t)s),
@@ -350,17 +353,24 @@ def table(per_it: dict[str, Any], payload: dict[str, dict[int, int]], waves: dic
     return "\n".join(lines)
 
 
-async def soak(bench: Bench, total: int, system: str = "boundloop") -> None:
-    """One run of `total` iterations: wall and CPU (this process) time per iteration over the first
-    and last 100, and storage at a quarter of the size against the whole (linear = 4)."""
-    print(f"\n## soak: one {system} run of {total} iterations (load before {load()})")
-    thread_id = f"soak-{uuid.uuid4().hex[:10]}"
-    with call_times() as stamps, call_times(time.process_time) as cpu_stamps:
-        await bench.run(system, total, thread_id)
-    for name, times in (("wall", stamps), ("CPU", cpu_stamps)):
-        gaps = [(b - a) * 1000 for a, b in zip(times, times[1:])]
-        print(f"{name} ms per iteration, first 100: {spread(gaps[:100], 2)}; last 100: {spread(gaps[-100:], 2)}; "
-              f"last/first medians {statistics.median(gaps[-100:]) / statistics.median(gaps[:100]):.2f}x")
+async def soak(bench: Bench, total: int, system: str = "boundloop", reps: int = SOAK_RUNS) -> None:
+    """`reps` runs of `total` iterations each: wall and CPU (this process) time per iteration over
+    the first and last 100 of each, the ratio's spread over the runs, and storage at a quarter of
+    the size against the whole (linear = 4; bytes are the same every run, so measured once)."""
+    ratios: dict[str, list[float]] = {"wall": [], "CPU": []}
+    thread_id = ""
+    for rep in range(reps):
+        print(f"\n## soak {rep + 1}/{reps}: one {system} run of {total} iterations (load before {load()})")
+        thread_id = f"soak-{uuid.uuid4().hex[:10]}"
+        with call_times() as stamps, call_times(time.process_time) as cpu_stamps:
+            await bench.run(system, total, thread_id)
+        for name, times in (("wall", stamps), ("CPU", cpu_stamps)):
+            gaps = [(b - a) * 1000 for a, b in zip(times, times[1:])]
+            ratios[name].append(statistics.median(gaps[-100:]) / statistics.median(gaps[:100]))
+            print(f"{name} ms per iteration, first 100: {spread(gaps[:100], 2)}; last 100: {spread(gaps[-100:], 2)}; "
+                  f"last/first medians {ratios[name][-1]:.2f}x")
+    if reps > 1:
+        print(f"\nlast/first over {reps} runs: wall {spread(ratios['wall'], 2)}x, CPU {spread(ratios['CPU'], 2)}x")
     quarter = f"soak-{uuid.uuid4().hex[:10]}"
     await bench.run(system, total // 4, quarter)
     whole, part = (await bench.rows(thread_id))[3], (await bench.rows(quarter))[3]
@@ -371,22 +381,23 @@ async def main(options: argparse.Namespace) -> None:
     async with AsyncExitStack() as stack:
         bench = await open_bench(stack, os.environ.get("BOUNDLOOP_DATABASE_URL") or await asyncio.to_thread(database_url))
         command: str = options.command
+        reps: int = reps or (SOAK_RUNS if command == "soak" else REPETITIONS)
         if command == "iterations":
-            await iterations(bench, options.reps, *options.sizes)
+            await iterations(bench, reps, *options.sizes)
         elif command == "storage":
             await storage(bench, options.sizes or [50, 200, 1000])
         elif command == "concurrency":
-            await concurrency(bench, options.runs, options.reps, options.run_iterations)
+            await concurrency(bench, options.runs, reps, options.run_iterations)
         elif command == "resume":
-            await resume(bench, options.reps)
+            await resume(bench, reps)
         elif command == "soak":
-            await soak(bench, options.iterations, options.system)
+            await soak(bench, options.iterations, options.system, reps)
         elif command == "read":
-            await read(bench, options.sizes or [200, 1000], options.reps)
+            await read(bench, options.sizes or [200, 1000], reps)
         else:
-            figures = (await iterations(bench, options.reps), await storage(bench, [50, 200, 1000]),
-                       await concurrency(bench, options.runs, options.reps), await resume(bench, options.reps))
-            print("\n" + table(*figures, options.reps))
+            figures = (await iterations(bench, reps), await storage(bench, [50, 200, 1000]),
+                       await concurrency(bench, options.runs, reps), await resume(bench, reps))
+            print("\n" + table(*figures, reps))
 
 
 def _positive(text: str) -> int:
@@ -399,7 +410,7 @@ def _positive(text: str) -> int:
 def parser() -> argparse.ArgumentParser:
     parse = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parse.add_argument("command", choices=["iterations", "storage", "concurrency", "resume", "table", "soak", "read"])
-    parse.add_argument("--reps", type=int, default=5)
+    parse.add_argument("--reps", type=int, help="repetitions (default 5; soak: runs, default 3)")
     parse.add_argument("--sizes", type=int, nargs="+", default=[], help="iterations: SMALL LARGE (20 60); storage: sizes (50 200 1000); read: sizes (200 1000)")
     parse.add_argument("--runs", type=int, nargs="+", default=[50, 200], help="concurrency: runs started at once")
     parse.add_argument("--run-iterations", type=_positive, default=1, help="concurrency: iterations of each run (1: the fixed cost of a run)")
