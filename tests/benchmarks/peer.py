@@ -371,17 +371,17 @@ async def soak(bench: Bench, total: int, system: str = "boundloop", reps: int = 
                   f"last/first medians {ratios[name][-1]:.2f}x")
     if reps > 1:
         print(f"\nlast/first over {reps} runs: wall {spread(ratios['wall'], 2)}x, CPU {spread(ratios['CPU'], 2)}x")
-    quarter = f"soak-{uuid.uuid4().hex[:10]}"
-    await bench.run(system, total // 4, quarter)
+    quarter, size = f"soak-{uuid.uuid4().hex[:10]}", max(total // 4, 1)
+    await bench.run(system, size, quarter)
     whole, part = (await bench.rows(thread_id))[3], (await bench.rows(quarter))[3]
-    print(f"payload {part / 1e6:.2f} MB at {total // 4}, {whole / 1e6:.2f} MB at {total}: {whole / part:.2f}x (linear = 4); load after {load()}")
+    print(f"payload {part / 1e6:.2f} MB at {size}, {whole / 1e6:.2f} MB at {total}: {whole / part:.2f}x (linear = {total / size:g}); load after {load()}")
 
 
 async def main(options: argparse.Namespace) -> None:
     async with AsyncExitStack() as stack:
         bench = await open_bench(stack, os.environ.get("BOUNDLOOP_DATABASE_URL") or await asyncio.to_thread(database_url))
         command: str = options.command
-        reps: int = reps or (SOAK_RUNS if command == "soak" else REPETITIONS)
+        reps = repetitions(options)
         if command == "iterations":
             await iterations(bench, reps, *options.sizes)
         elif command == "storage":
@@ -398,6 +398,11 @@ async def main(options: argparse.Namespace) -> None:
             figures = (await iterations(bench, reps), await storage(bench, [50, 200, 1000]),
                        await concurrency(bench, options.runs, reps), await resume(bench, reps))
             print("\n" + table(*figures, reps))
+
+
+def repetitions(options: argparse.Namespace) -> int:
+    """--reps, else the command's default: 5, or 3 runs for a soak."""
+    return options.reps or (SOAK_RUNS if options.command == "soak" else REPETITIONS)
 
 
 def _positive(text: str) -> int:

@@ -6,7 +6,7 @@ from contextlib import AsyncExitStack
 
 import pytest
 
-from tests.benchmarks.peer import SYSTEMS, concurrency, iterations, open_bench, parser, read, soak
+from tests.benchmarks.peer import SYSTEMS, concurrency, iterations, open_bench, parser, read, repetitions, soak
 
 
 async def test_the_per_iteration_comparison_runs_at_a_tiny_size(db_url: str) -> None:
@@ -38,6 +38,11 @@ async def test_concurrent_runs_of_several_iterations_run_for_every_system(db_url
     assert "## 2 runs at once (3 iterations each; 1 repetitions;" in out
     assert out.count("errors 0;") == len(SYSTEMS), out
     assert all(len(figures[2][system]) == 1 for system in SYSTEMS)
+
+
+def test_a_soak_runs_three_times_and_every_other_command_five_unless_told() -> None:
+    assert [repetitions(parser().parse_args([command])) for command in ("soak", "iterations", "read")] == [3, 5, 5]
+    assert repetitions(parser().parse_args(["soak", "--reps", "1"])) == 1
 
 
 def test_the_concurrency_command_takes_the_iterations_of_each_run() -> None:
