@@ -4,9 +4,13 @@ it) instead of rebuilding it, and never hands out an index that is wrong for the
 from __future__ import annotations
 
 import copy
+import random
+from concurrent.futures import ThreadPoolExecutor
+from functools import reduce
 from typing import Any
 
 from langchain_core.messages import AIMessage, RemoveMessage, ToolMessage
+from langgraph.graph.message import add_messages
 
 from graph import fold_index
 from graph.fold_index import FoldIndex
@@ -75,3 +79,39 @@ def test_observations_folded_from_a_copy_and_from_a_fork_update_their_own_record
     assert one == [{"call_id": "a", "stage": "observed"}, {"call_id": "b", "stage": "intended"}]
     assert two == [{"call_id": "a", "stage": "intended"}, {"call_id": "b", "stage": "observed"}, {"call_id": "c", "stage": "intended"}]
     assert start == [{"call_id": "a", "stage": "intended"}, {"call_id": "b", "stage": "intended"}]
+
+
+
+def test_more_conversations_than_kept_folded_at_once_on_threads_each_end_as_folding_from_scratch_gives():
+    """Runs of one process fold at once, more of them than the index keeps (its entries are evicted
+    while in use), on worker threads, some from LangGraph-style copies, with updates and removals by
+    id among the appends: each conversation ends as `add_messages` of its writes, one by one."""
+    def writes_of(run: int) -> list[list[Any]]:
+        chosen, live, writes = random.Random(run), [], []
+        for turn in range(40):
+            roll = chosen.random()
+            if roll < 0.1 and live:
+                writes.append([AIMessage(f"edited at {turn}", id=chosen.choice(live))])
+            elif roll < 0.2 and live:
+                writes.append([RemoveMessage(id=live.pop(chosen.randrange(len(live))))])
+            else:
+                live.append(f"r{run}-m{turn}")
+                writes.append([AIMessage(f"turn {turn}", id=live[-1])])
+        return writes
+
+    def runs_in_lockstep(numbers: range) -> list[tuple[list[Any], list[Any]]]:
+        """Each turn of every run before the next turn of any: each fold finds the others' lists held."""
+        writes = {number: writes_of(number) for number in numbers}
+        folded: dict[int, list[Any]] = {number: [] for number in numbers}
+        for turn in range(40):
+            for number in numbers:
+                start = copy.copy(folded[number]) if turn % 3 else folded[number]
+                folded[number] = _fold_messages(start, [writes[number][turn]])
+        return [(folded[number], reduce(add_messages, writes[number], [])) for number in numbers]
+
+    runs = 2 * fold_index.KEPT
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        results = [pair for batch in pool.map(runs_in_lockstep, [range(start, runs, 4) for start in range(4)]) for pair in batch]
+    assert len(results) == runs
+    for folded, expected in results:
+        assert [(m.id, m.content) for m in folded] == [(m.id, m.content) for m in expected], expected[-1].id
