@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import Any
 
 import psycopg
+from langchain_core.language_models.chat_models import BaseChatModel
 from psycopg.rows import tuple_row
 
 from checkpoints.pool import database_url
@@ -110,6 +111,42 @@ def call_times(clock: Callable[[], float] = time.perf_counter) -> Iterator[list[
         yield stamps
     finally:
         MCPBridge.call = original  # type: ignore[method-assign]
+
+
+@contextmanager
+def model_requests() -> Iterator[list[tuple[float, float]]]:
+    """(start, seconds) of every chat model request of either system: `BaseChatModel.ainvoke`, which
+    converts the whole conversation for the request (LangChain's work) and runs the scripted model."""
+    spans: list[tuple[float, float]] = []
+    original = BaseChatModel.ainvoke
+
+    async def ainvoke(self: BaseChatModel, *args: Any, **kwargs: Any) -> Any:
+        started = time.perf_counter()
+        try:
+            return await original(self, *args, **kwargs)
+        finally:
+            spans.append((started, time.perf_counter() - started))
+
+    BaseChatModel.ainvoke = ainvoke  # type: ignore[method-assign]
+    try:
+        yield spans
+    finally:
+        BaseChatModel.ainvoke = original  # type: ignore[method-assign]
+
+
+def model_share(stamps: list[float], spans: list[tuple[float, float]]) -> list[float]:
+    """Per iteration (from one MCP call to the next): ms of the model requests that began in it."""
+    shares, spans = [], sorted(spans)
+    position = 0
+    for begin, end in zip(stamps, stamps[1:]):
+        while position < len(spans) and spans[position][0] < begin:
+            position += 1
+        taken = 0.0
+        while position < len(spans) and spans[position][0] < end:
+            taken += spans[position][1]
+            position += 1
+        shares.append(taken * 1000)
+    return shares
 
 
 @dataclass
@@ -356,21 +393,29 @@ def table(per_it: dict[str, Any], payload: dict[str, dict[int, int]], waves: dic
 async def soak(bench: Bench, total: int, system: str = "boundloop", reps: int = SOAK_RUNS) -> None:
     """`reps` runs of `total` iterations each: wall and CPU (this process) time per iteration over
     the first and last 100 of each, the ratio's spread over the runs, and storage at a quarter of
-    the size against the whole (linear = 4; bytes are the same every run, so measured once)."""
-    ratios: dict[str, list[float]] = {"wall": [], "CPU": []}
+    the size against the whole (linear = 4; bytes are the same every run, so measured once).
+    Each run also splits the mean iteration into the model request (which handles the whole
+    conversation, for either system) and the rest, so what grows with a run can be told apart."""
+    ratios: dict[str, list[float]] = {"wall": [], "CPU": [], "rest": []}
     thread_id = ""
     for rep in range(reps):
         print(f"\n## soak {rep + 1}/{reps}: one {system} run of {total} iterations (load before {load()})")
         thread_id = f"soak-{uuid.uuid4().hex[:10]}"
-        with call_times() as stamps, call_times(time.process_time) as cpu_stamps:
+        with call_times() as stamps, call_times(time.process_time) as cpu_stamps, model_requests() as spans:
             await bench.run(system, total, thread_id)
         for name, times in (("wall", stamps), ("CPU", cpu_stamps)):
             gaps = [(b - a) * 1000 for a, b in zip(times, times[1:])]
             ratios[name].append(statistics.median(gaps[-100:]) / statistics.median(gaps[:100]))
             print(f"{name} ms per iteration, first 100: {spread(gaps[:100], 2)}; last 100: {spread(gaps[-100:], 2)}; "
                   f"last/first medians {ratios[name][-1]:.2f}x")
+        model = model_share(stamps, spans)
+        rest = [(b - a) * 1000 - share for a, b, share in zip(stamps, stamps[1:], model)]
+        ratios["rest"].append(statistics.median(rest[-100:]) / statistics.median(rest[:100]))
+        print(f"model requests ms per iteration, first 100: {spread(model[:100], 2)}; last 100: {spread(model[-100:], 2)}; "
+              f"wall without them, first 100: {spread(rest[:100], 2)}; last 100: {spread(rest[-100:], 2)}; last/first medians {ratios['rest'][-1]:.2f}x")
     if reps > 1:
-        print(f"\nlast/first over {reps} runs: wall {spread(ratios['wall'], 2)}x, CPU {spread(ratios['CPU'], 2)}x")
+        print(f"\nlast/first over {reps} runs: wall {spread(ratios['wall'], 2)}x, CPU {spread(ratios['CPU'], 2)}x, "
+              f"wall without the model requests {spread(ratios['rest'], 2)}x")
     quarter, size = f"soak-{uuid.uuid4().hex[:10]}", max(total // 4, 1)
     await bench.run(system, size, quarter)
     whole, part = (await bench.rows(thread_id))[3], (await bench.rows(quarter))[3]

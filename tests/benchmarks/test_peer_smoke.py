@@ -6,7 +6,8 @@ from contextlib import AsyncExitStack
 
 import pytest
 
-from tests.benchmarks.peer import SYSTEMS, concurrency, iterations, open_bench, parser, read, repetitions, soak
+from tests.benchmarks.peer import (SYSTEMS, call_times, concurrency, iterations, model_requests, model_share, open_bench, parser, read,
+                                   repetitions, soak)
 
 
 async def test_the_per_iteration_comparison_runs_at_a_tiny_size(db_url: str) -> None:
@@ -24,9 +25,29 @@ async def test_the_soak_runs_for_boundloop_and_the_peer_at_a_tiny_size(db_url: s
         await soak(bench, 4, "boundloop", reps=2)
         await soak(bench, 4, "bare", reps=1)
     out = capsys.readouterr().out
-    assert out.count("wall ms per iteration") == out.count("CPU ms per iteration") == 3
+    assert out.count("wall ms per iteration") == out.count("CPU ms per iteration") == out.count("model requests ms per iteration") == 3
     assert out.count("last/first over 2 runs: wall ") == 1 and "over 1 runs" not in out
+    assert out.count(", wall without the model requests ") == 1
     assert out.count("(linear = 4)") == 2
+
+
+def test_each_model_request_counts_for_the_iteration_it_began_in() -> None:
+    stamps = [10.0, 11.0, 12.0, 13.0]  # three iterations, from one MCP call to the next
+    spans = [(9.0, 0.5), (10.5, 0.1), (11.2, 0.2), (11.9, 0.05), (13.5, 1.0)]  # a planner before, a critic after
+    assert model_share(stamps, spans) == pytest.approx([100.0, 250.0, 0.0])
+
+
+async def test_every_iteration_of_either_system_holds_its_one_model_request(db_url: str) -> None:
+    """The split the soak prints sees both systems' model requests (boundloop's scripted model and
+    create_agent's), one per iteration, each inside its iteration."""
+    async with AsyncExitStack() as stack:
+        bench = await open_bench(stack, db_url, warm_up=False)
+        for system in ("boundloop", "bare"):
+            with call_times() as stamps, model_requests() as spans:
+                await bench.run(system, 4)
+            assert len(stamps) == 4, system
+            assert sum(stamps[0] <= started < stamps[-1] for started, _ in spans) == 3, (system, spans)
+            assert all(share > 0 for share in model_share(stamps, spans)), system
 
 
 
