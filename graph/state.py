@@ -27,6 +27,11 @@ so snapshots every 100 (or 1,000) updates made storage grow with the square of a
 length; a loop iteration updates the conversation twice, so this is one every 2,000 iterations.
 Between snapshots only each step's delta is stored, and a resume replays at most this many small
 writes, each fold in one pass."""
+USAGE_SNAPSHOT_EVERY = 100
+"""Updates between snapshots of `usage`, which is a total of bounded size (a few hundred bytes
+however long the run), not a history: a snapshot every 100 updates (about 50 iterations) adds 8 KB
+over 1,000 iterations, and a read (a resume, `boundloop show`) replays at most 100 usage deltas
+instead of one per step of the run (a third of the rows a read of a long run replayed)."""
 
 
 def _fold_messages(current: list[AnyMessage] | None, writes: list[Any]) -> list[AnyMessage]:
@@ -165,7 +170,7 @@ class LoopState(TypedDict, total=False):
     context: dict[str, Any]
     """The last model request's measure: role, tokens, growth since that role's previous request,
     method (tokenizer or estimate), limit; `pressure` when the actor's next request needs compaction."""
-    usage: Annotated[dict[str, Any], DeltaChannel(_fold_usage, snapshot_frequency=SNAPSHOT_EVERY)]
+    usage: Annotated[dict[str, Any], DeltaChannel(_fold_usage, snapshot_frequency=USAGE_SNAPSHOT_EVERY)]
     """Budget consumed so far; nodes send deltas, the reducer sums them (and a checkpoint stores
     only them: the whole total in every step's checkpoint was a third of an iteration's blobs)."""
     breakers: Annotated[dict[str, Any], DeltaChannel(breaker_state.merged, snapshot_frequency=SNAPSHOT_EVERY)]

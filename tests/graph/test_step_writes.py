@@ -59,8 +59,11 @@ async def test_the_tool_loop_writes_no_channel_it_left_unchanged(run_script, run
 
 async def test_a_long_run_stores_its_history_as_deltas_not_as_repeated_snapshots(run_script, runner):
     """Past LangGraph's default snapshot cadence (100 updates) the messages and observations are still
-    stored as each step's delta, and so is the usage (one total per step was a third of a step's blobs): a full copy of the history every 100 updates would make storage grow
-    with the square of the run's length (tests/benchmarks/peer.py storage shows it at 1,000 turns)."""
+    stored as each step's delta: a full copy of the history every 100 updates would make storage grow
+    with the square of the run's length (tests/benchmarks/peer.py storage shows it at 1,000 turns).
+    The usage is stored as deltas too (one total per step was a third of a step's blobs), with a
+    snapshot of its small total every USAGE_SNAPSHOT_EVERY updates, so a read replays few of them;
+    read back from the database, it is the total the run itself summed."""
     reads = [{"name": "workspace__read_file", "args": {"path": "notes.md", "max_chars": 100 + n}} for n in range(60)]
     report = await run_script({"planner": [PLAN_READ_NOTES], "actor": [*(step(calls=[call]) for call in reads), step("done")],
                                "critic": [CRITIC_PASS]}, task={"budget": {"tool_calls": 100, "tool_calls_per_tool": 100, "model_turns": 100}})
@@ -69,9 +72,12 @@ async def test_a_long_run_stores_its_history_as_deltas_not_as_repeated_snapshots
     assert report.values["usage"]["tool_calls"] == 60 and report.values["usage"]["per_tool"] == {"workspace__read_file": 60}
     async with runner.pool.connection() as conn:
         snapshots = await (await conn.cursor(row_factory=dict_row).execute(
-            "SELECT channel FROM checkpoint_blobs WHERE thread_id = %s AND channel IN ('messages', 'observations', 'usage')",
+            "SELECT channel, octet_length(blob) AS size FROM checkpoint_blobs WHERE thread_id = %s AND channel IN ('messages', 'observations', 'usage')",
             (report.thread_id,))).fetchall()
-    assert [row["channel"] for row in snapshots] == []  # a full copy of a history or of the usage total would be a blob row here
+    assert [row["channel"] for row in snapshots if row["channel"] != "usage"] == []  # a full copy of a history would be a blob row here
+    usage_snapshots = [row["size"] for row in snapshots if row["channel"] == "usage"]
+    assert len(usage_snapshots) == 1 and usage_snapshots[0] < 1_000  # ~130 usage updates: one snapshot, of the total alone
+    assert (await runner.report(report.thread_id)).values["usage"] == report.values["usage"]  # snapshot + deltas after it = the run's own sum
 
 
 async def test_a_committed_result_is_written_once(run_script, runner):
