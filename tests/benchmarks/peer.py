@@ -394,7 +394,7 @@ async def soak(bench: Bench, total: int, system: str = "boundloop", reps: int = 
     """`reps` runs of `total` iterations each: wall and CPU (this process) time per iteration over
     the first and last 100 of each, the ratio's spread over the runs, and storage at a quarter of
     the size against the whole (linear = 4; bytes are the same every run, so measured once).
-    Each run also splits the mean iteration into the model request (which handles the whole
+    Each run also splits every iteration into its model request (which handles the whole
     conversation, for either system) and the rest, so what grows with a run can be told apart."""
     ratios: dict[str, list[float]] = {"wall": [], "CPU": [], "rest": []}
     thread_id = ""

@@ -50,7 +50,6 @@ async def test_every_iteration_of_either_system_holds_its_one_model_request(db_u
             assert all(share > 0 for share in model_share(stamps, spans)), system
 
 
-
 async def test_concurrent_runs_of_several_iterations_run_for_every_system(db_url: str, capsys) -> None:
     """`concurrency --run-iterations N`: runs of N iterations each, started at once, for every system."""
     async with AsyncExitStack() as stack:

@@ -81,7 +81,6 @@ def test_observations_folded_from_a_copy_and_from_a_fork_update_their_own_record
     assert start == [{"call_id": "a", "stage": "intended"}, {"call_id": "b", "stage": "intended"}]
 
 
-
 def test_more_conversations_than_kept_folded_at_once_on_threads_each_end_as_folding_from_scratch_gives():
     """Runs of one process fold at once, more of them than the index keeps (its entries are evicted
     while in use), on worker threads, some from LangGraph-style copies, with updates and removals by
