@@ -8,7 +8,8 @@ fold of that list — the channel's value one step later, or LangGraph's copy of
 guard reads — takes a copy of the index. A list is found by its length and its last element, and
 taken only when it holds the same elements (a comparison of pointers for a copy); any other list —
 restored from a checkpoint, or changed since — is indexed from scratch, as before. The folds never
-change a list in place, so an index held for a list stays right for it.
+change a list in place, so an index held for a list stays right for it. A step that only reads an
+index (the counts of graph/ladder.py) takes the held one itself, not a copy.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any, Generic, TypeVar
 
-Index = TypeVar("Index", set[Any], dict[Any, int])
+Index = TypeVar("Index")
 
 KEPT = 64
 """Lists held at once per fold: the latest of each run a process drives (a `Runner` drives at most 64
@@ -37,12 +38,16 @@ class FoldIndex(Generic[Index]):
 
     def of(self, value: list[Any]) -> Index:
         """An index of `value` the caller may change."""
-        if value:
-            with self._lock:
-                held = self._kept.get(_key(value))
-            if held is not None and (held[0] is value or held[0] == value):
-                return self._copy(held[1])
-        return self._build(value)
+        held = self.held(value)
+        return self._build(value) if held is None else self._copy(held)
+
+    def held(self, value: list[Any]) -> Index | None:
+        """The index held for `value` (or for a list with the same elements), only to read; None when none is."""
+        if not value:
+            return None
+        with self._lock:
+            held = self._kept.get(_key(value))
+        return held[1] if held is not None and (held[0] is value or held[0] == value) else None
 
     def keep(self, value: list[Any], index: Index) -> None:
         """Hold `index` for `value` (the list a fold returns, never to be changed in place)."""

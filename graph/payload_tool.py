@@ -18,6 +18,7 @@ from typing import Any
 from langchain_core.messages import ToolMessage
 
 from checkpoints import store
+from graph import ladder
 from graph.budget import Budget, add_usage, check_before_tool_call
 from graph.services import Services, current_run_id
 from tools.gateway import ProposedCall, as_data
@@ -42,7 +43,7 @@ SPEC = {
 
 
 def offered(state: dict[str, Any]) -> bool:
-    return bool((state.get("context") or {}).get("compactions")) or any(obs.get("pointer") for obs in state.get("observations", []))
+    return bool((state.get("context") or {}).get("compactions")) or ladder.of(state.get("observations", [])).pointers > 0
 
 
 def split(calls: list[ProposedCall]) -> tuple[list[ProposedCall], list[ProposedCall]]:

@@ -19,6 +19,7 @@ from typing import Any
 
 from langchain_core.messages import AIMessage
 
+from graph import ladder
 from graph.plan import unfinished
 from graph.status import Terminal, ending
 
@@ -119,9 +120,9 @@ def permission_denied(state: dict[str, Any]) -> dict[str, Any] | None:
 
 
 def refused_any(state: dict[str, Any]) -> bool:
-    """Whether any call was refused by authority: the precondition of every trip here, and one
-    cheap pass, as every guard asks it of a long run's whole history."""
-    return not REFUSED_BY_AUTHORITY.isdisjoint({obs.get("status") for obs in state.get("observations", [])})
+    """Whether any call was refused by authority: the precondition of every trip here, which every
+    guard asks, so it is read from the statuses the fold counts (graph/ladder.py), not the history."""
+    return not REFUSED_BY_AUTHORITY.isdisjoint(ladder.of(state.get("observations", [])).statuses)
 
 
 def _answered(state: dict[str, Any]) -> bool:

@@ -16,6 +16,7 @@ from langgraph.graph.message import add_messages
 from pydantic import ConfigDict
 from typing_extensions import TypedDict  # pydantic builds the server's output schema only from this one on 3.11
 
+from graph import ladder
 from graph.budget import add_usage, summed_usage
 from graph.fold_index import FoldIndex
 from tools import breakers as breaker_state
@@ -80,26 +81,22 @@ def merge_by_call_id(current: list[dict[str, Any]] | None, update: list[dict[str
 
 
 def _fold_by_call_id(current: list[dict[str, Any]] | None, writes: list[Any]) -> list[dict[str, Any]]:
-    """`merge_by_call_id` of each write in turn, in one pass (a replay is not quadratic)."""
+    """`merge_by_call_id` of each write in turn, in one pass (a replay is not quadratic). The list's
+    ladder (graph/ladder.py: positions by call id, and the counts the steps ask about) is kept with it."""
     merged = list(current or [])
-    index = _CALL_POSITIONS.of(current or [])
+    index = ladder.KEPT.of(current or [])
     for update in writes:
         for obs in update:
-            position = index.get(obs["call_id"])
+            position = index.positions.get(obs["call_id"])
             if position is None:
-                index[obs["call_id"]] = len(merged)
+                index.add(obs, len(merged))
                 merged.append(obs)
             else:
-                merged[position] = {**merged[position], **obs}
-    _CALL_POSITIONS.keep(merged, index)
+                record = {**merged[position], **obs}
+                index.replace(merged[position], record)
+                merged[position] = record
+    ladder.KEPT.keep(merged, index)
     return merged
-
-
-def _call_positions(records: list[dict[str, Any]]) -> dict[str, int]:
-    return {record["call_id"]: position for position, record in enumerate(records)}
-
-
-_CALL_POSITIONS = FoldIndex(_call_positions, dict)
 
 
 def _fold_usage(current: dict[str, Any] | None, writes: list[Any]) -> dict[str, Any]:

@@ -20,6 +20,7 @@ from typing import Any
 from langchain_core.messages import ToolMessage
 
 from checkpoints import store
+from graph import ladder
 from graph import plan as plans
 from graph import replan
 from graph.budget import Budget
@@ -37,7 +38,8 @@ TOOL_AUTHORED = frozenset({"ok", "tool_error"})
 async def observe(state: dict[str, Any], services: Services) -> dict[str, Any]:
     """The grounding of the calls dispatched since the last turn, as a state update ({} when none ran or was settled)."""
     observations = state.get("observations", [])
-    fresh = [obs for obs in observations if obs.get("stage") in {"observed", "attempted"} and not obs.get("grounded")]
+    index = ladder.of(observations)
+    fresh = index.awaiting_grounding(observations)
     breaker_state = before = state.get("breakers") or {}
     registry = await services.registry(current_run_id(), state["settings"], state.get("tools"))
     calls = {call["call_id"]: call for call in [*(c for wave in state.get("dispatch", []) for c in wave), *state.get("approvals", [])]}
@@ -65,8 +67,7 @@ async def observe(state: dict[str, Any], services: Services) -> dict[str, Any]:
             record["step_id"] = step_id
             steps = plans.record_call(steps, step_id, obs["tool"], obs["call_id"], problem)
         grounded.append(record)
-    done_ids = {obs["call_id"] for obs in observations if obs.get("status") != "pending"}  # ran, or refused at approval
-    waiting = [wave for wave in state.get("dispatch", []) if not all(call["call_id"] in done_ids for call in wave)]
+    waiting = [wave for wave in state.get("dispatch", []) if not all(_done(index.record(observations, call["call_id"])) for call in wave)]
     update: dict[str, Any] = {"observations": grounded, "usage": {"wall_clock_s": _span(fresh)}} if fresh else {}
     if waiting != state.get("dispatch", []):  # unchanged channels are not written: each write is a checkpoint row
         update["dispatch"] = waiting
@@ -83,6 +84,11 @@ async def observe(state: dict[str, Any], services: Services) -> dict[str, Any]:
             "Check whether these calls took effect, then start a new run from the partial result.",
         )
     return update
+
+
+def _done(record: dict[str, Any] | None) -> bool:
+    """The call ran, or was refused at approval."""
+    return record is not None and record.get("status") != "pending"
 
 
 def _bound_step(steps: list[dict[str, Any]], call: dict[str, Any] | None, tool: str) -> str | None:

@@ -1,7 +1,8 @@
 """A long run's steps do work that does not grow with its history (issue 11: a soak of 1,000
 iterations shows flat per-iteration time). Pinned as counts, not timings: how many messages are
-tokenised per model request, and how many observations the guards read per check, as history grows
-— while every request is still measured at its full size."""
+tokenised per model request, how many observations the guards and the grounding read per step, and
+how many breaker entries a step reads, as history grows — while every request is still measured at
+its full size."""
 
 from __future__ import annotations
 
@@ -12,7 +13,8 @@ from typing import Any
 import pytest
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 
-from graph import context, progress, safety, tripwires
+from graph import context, ladder, progress, safety, tripwires
+from graph.state import _fold_by_call_id
 from graph.status import Terminal
 from tests.graph.conftest import CRITIC_PASS, JUDGE_PASS
 
@@ -102,18 +104,19 @@ def observations(count: int) -> list[dict[str, Any]]:
 
 
 def guard_reads(count: int) -> int:
-    state = {"observations": observations(count), "messages": [], "usage": {"calls_by_role": {"actor": 3}},
+    history = _fold_by_call_id(None, [observations(count)])  # as the run's channel holds them
+    state = {"observations": history, "messages": [], "usage": {"calls_by_role": {"actor": 3}},
              "plan": {"steps": [{"id": "s1", "description": "read", "tools": ["workspace__read_file"], "status": "in_progress"}]}}
     CountingObservation.reads = 0
     assert tripwires.tripped(state) is None
     return CountingObservation.reads
 
 
-def test_the_guards_read_a_long_history_in_two_cheap_passes():
-    """One per refusal check (safety and permission each ask whether anything was refused); the
-    loop check reads back to the latest progress only. It was six passes and more."""
-    assert guard_reads(100) <= 2 * 100 + 5
-    assert guard_reads(1000) <= 2 * 1000 + 5
+def test_the_guards_read_as_few_observations_however_long_the_history():
+    """The refusal checks (safety and permission each ask whether anything was refused) read the
+    statuses the fold counts (graph/ladder.py); the loop check reads back to the latest progress
+    only. It was six passes, then two."""
+    assert guard_reads(1000) == guard_reads(100) <= 5
 
 
 def test_the_guards_still_trip_on_a_long_history():
@@ -181,3 +184,24 @@ def test_an_empty_messages_write_leaves_the_conversation_as_it_is():
     grown = _fold_messages(history, [[], [AIMessage("done", id="end")]])
     assert [message.id for message in grown] == [*(message.id for message in history), "end"]
     assert _fold_messages(None, [[]]) == []
+
+
+async def test_a_long_run_reads_its_call_records_from_what_the_fold_kept(run_script, monkeypatch):
+    """Real runtime: every list of observations a guard or the grounding reads is one the fold made
+    (or LangGraph's copy of it), so none is read by a pass over the history (graph/ladder.py)."""
+    passes: list[int] = []
+    original = ladder.build
+
+    def build(records: list[dict[str, Any]]) -> ladder.Ladder:
+        passes.append(len(records))
+        return original(records)
+
+    monkeypatch.setattr(ladder, "build", build)
+    plan = {"content": {"steps": [{"id": "s1", "description": "read", "tools": ["workspace__read_file"]}], "blocked": None}}
+    actor = [{"tool_calls": [{"name": "workspace__read_file", "args": {"path": "notes.md", "max_chars": 1000 + n}}]} for n in range(READS)]
+    report = await run_script({"planner": [plan], "actor": [*actor, {"content": "Ana publishes the notes."}],
+                               "judge": [JUDGE_PASS], "critic": [CRITIC_PASS]},
+                              task={"budget": {"model_turns": None, "tool_calls": None}}, unattended=True)
+    assert report.status == Terminal.SUCCESS, report.values.get("ending")
+    assert len(report.values["observations"]) == READS
+    assert [size for size in passes if size] == [], f"observations read by a pass over the history: {passes}"

@@ -1,0 +1,84 @@
+"""ladder: what each step asks of a run's call records, kept with the fold instead of read from the
+whole history every time.
+
+`observations` (and `approvals`) are records merged by call id (graph/state.py). Every guard asks
+whether any call was refused by authority (graph/safety.py); every act step asks which calls await
+grounding and whether a dispatched call has run (nodes/observe.py); every actor turn asks whether
+a result was stored as a payload (graph/payload_tool.py). Each answered by a pass over every record
+made an iteration's cost grow with the length of the run. The fold keeps a `Ladder` for each list it
+returns (graph/fold_index.py) and updates it for the records a write adds or replaces; `of()` finds
+it for the list a step reads, or builds it in one pass for a list the fold did not make (one
+restored from a checkpoint, or built by hand).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+from graph.fold_index import FoldIndex
+
+AWAITING_GROUNDING = frozenset({"observed", "attempted"})
+"""Stages of a call that ran (or was sent and never answered) and that observe has not grounded yet."""
+
+
+@dataclass
+class Ladder:
+    """Where each call's record is, and the counts the steps ask about."""
+
+    positions: dict[str, int] = field(default_factory=dict)
+    statuses: Counter[Any] = field(default_factory=Counter)
+    """Records per `status` (absent, not zero, when none has it)."""
+    ungrounded: dict[str, None] = field(default_factory=dict)
+    """Call ids awaiting grounding (a dict, used as a set with a stable order)."""
+    pointers: int = 0
+    """Records that hold a payload pointer."""
+
+    def awaiting_grounding(self, records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """The records (of the list this ladder is of) of calls that ran and are not grounded yet, in order."""
+        return [records[position] for position in sorted(self.positions[call_id] for call_id in self.ungrounded)]
+
+    def record(self, records: list[dict[str, Any]], call_id: str) -> dict[str, Any] | None:
+        position = self.positions.get(call_id)
+        return None if position is None else records[position]
+
+    def copy(self) -> Ladder:
+        return Ladder(dict(self.positions), self.statuses.copy(), dict(self.ungrounded), self.pointers)
+
+    def add(self, record: dict[str, Any], position: int) -> None:
+        self.positions[record["call_id"]] = position
+        self._count(record, 1)
+
+    def replace(self, old: dict[str, Any], new: dict[str, Any]) -> None:
+        self._count(old, -1)
+        self._count(new, 1)
+
+    def _count(self, record: dict[str, Any], sign: int) -> None:
+        status = record.get("status")
+        self.statuses[status] += sign
+        if not self.statuses[status]:
+            del self.statuses[status]
+        if record.get("pointer"):
+            self.pointers += sign
+        if record.get("stage") in AWAITING_GROUNDING and not record.get("grounded"):
+            if sign > 0:
+                self.ungrounded[record["call_id"]] = None
+            else:
+                self.ungrounded.pop(record["call_id"], None)
+
+
+def build(records: list[dict[str, Any]]) -> Ladder:
+    ladder = Ladder()
+    for position, record in enumerate(records):
+        ladder.add(record, position)
+    return ladder
+
+
+KEPT = FoldIndex(build, Ladder.copy)
+"""The ladders of the lists the fold returned last (graph/state.py keeps them)."""
+
+
+def of(records: list[dict[str, Any]]) -> Ladder:
+    """The ladder of `records`, only to read."""
+    return KEPT.held(records) or build(records)
