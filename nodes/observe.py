@@ -40,18 +40,17 @@ async def observe(state: dict[str, Any], services: Services) -> dict[str, Any]:
     observations = state.get("observations", [])
     index = ladder.of(observations)
     fresh = index.awaiting_grounding(observations)
-    breaker_state = before = state.get("breakers") or {}
     registry = await services.registry(current_run_id(), state["settings"], state.get("tools"))
     calls = {call["call_id"]: call for call in [*(c for wave in state.get("dispatch", []) for c in wave), *state.get("approvals", [])]}
     results = await _ledger_results(fresh, services)
     texts = _tool_texts(state.get("messages", []), {obs["tool_call_id"] for obs in fresh})
     steps = (state.get("plan") or {}).get("steps", [])
-    grounded = []
+    grounded, ended = [], []
     for obs in fresh:
         spec, call = registry.get(obs["tool"]), calls.get(obs["call_id"])
         args = call["args"] if call is not None else {}
         if spec is not None and call is not None:
-            breaker_state = breakers.record(breaker_state, spec, args, obs["status"], obs["ended_at"])
+            ended.append((spec, args, obs["status"], obs["ended_at"]))
         record: dict[str, Any] = {"call_id": obs["call_id"], "grounded": True}
         problem: str | None = f"ended {obs['status']}"
         if obs["status"] == "ok":
@@ -71,7 +70,7 @@ async def observe(state: dict[str, Any], services: Services) -> dict[str, Any]:
     update: dict[str, Any] = {"observations": grounded, "usage": {"wall_clock_s": _span(fresh)}} if fresh else {}
     if waiting != state.get("dispatch", []):  # unchanged channels are not written: each write is a checkpoint row
         update["dispatch"] = waiting
-    if changed := breakers.changes(before, breaker_state):
+    if changed := breakers.recorded(state.get("breakers") or {}, ended):
         update["breakers"] = changed
     if (plan := state.get("plan")) and steps != plan.get("steps", []):
         update["plan"] = {**plan, "steps": steps}

@@ -2,8 +2,9 @@
 
 Owns two pure functions over a plain JSON-able dict that lives in checkpointed graph state:
 `check` (before dispatch: refuse, warn, or pass) and `record` (after dispatch: the new state);
-`changes` is the part of a new state a node writes, and `merge` the state's reducer that adds it
-(so a checkpoint keeps only the entries a step changed, not every call the run ever made).
+`recorded` is the part of the new state a node writes after its calls, `changes` the part of any
+new state that differs, and `merge` the state's reducer that adds it (so a checkpoint keeps only
+the entries a step changed, not every call the run ever made).
 No objects, no clocks, no process memory: `now` is passed in as wall-clock seconds
 (`time.time()`), so a cooldown keeps counting across an interrupt and a resume in another
 process. Inputs are never mutated; `record` returns a new dict. Never dispatches anything.
@@ -32,7 +33,7 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass
-from typing import Any, Literal, Mapping, Sequence
+from typing import Any, Iterable, Literal, Mapping, Sequence
 
 from tools.outcome import REFUSED_BEFORE_DISPATCH
 from tools.registry import ToolSpec
@@ -118,15 +119,31 @@ def record(
     settings: BreakerSettings = DEFAULT_SETTINGS,
 ) -> dict[str, Any]:
     """The breaker state after a call to `spec` ended with `status` (a `CallStatus`)."""
-    calls = dict(state.get("calls", {}))
-    circuits = dict(state.get("circuits", {}))
-    if status in _NEUTRAL:
-        return {"calls": calls, "circuits": circuits}
-    key = _call_key(spec, arguments)
-    calls[key] = calls.get(key, 0) + 1
-    circuits[_tool_key(spec)] = _advance(circuits.get(_tool_key(spec)), status in _TOOL_FAILURES, now, settings)
-    circuits[_server_key(spec)] = _advance(circuits.get(_server_key(spec)), status in _SERVER_FAILURES, now, settings)
-    return {"calls": calls, "circuits": circuits}
+    return merge(state, recorded(state, [(spec, arguments, status, now)], settings))
+
+
+def recorded(
+    state: Mapping[str, Any], ended: Iterable[tuple[ToolSpec, Mapping[str, Any], str, float]],
+    settings: BreakerSettings = DEFAULT_SETTINGS,
+) -> dict[str, Any]:
+    """The entries that the calls `ended` (spec, arguments, status, now), recorded in order, change:
+    the delta a node writes. Reads only the entries those calls touch, so its cost does not grow
+    with the distinct calls a run has made."""
+    delta: dict[str, dict[str, Any]] = {part: {} for part in _PARTS}
+
+    def current(part: str, key: str) -> Any:
+        return delta[part][key] if key in delta[part] else state.get(part, {}).get(key)
+
+    for spec, arguments, status, now in ended:
+        if status in _NEUTRAL:
+            continue
+        key = _call_key(spec, arguments)
+        delta["calls"][key] = (current("calls", key) or 0) + 1
+        for circuit, failures in ((_tool_key(spec), _TOOL_FAILURES), (_server_key(spec), _SERVER_FAILURES)):
+            delta["circuits"][circuit] = _advance(current("circuits", circuit), status in failures, now, settings)
+    changed = {part: {key: value for key, value in entries.items() if state.get(part, {}).get(key) != value}
+               for part, entries in delta.items()}
+    return {part: entries for part, entries in changed.items() if entries}
 
 
 def record_circuit(

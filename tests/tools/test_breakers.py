@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import copy
 import json
+import random
 from typing import Any
 
 from tools.breakers import (
-    BreakerSettings, Refusal, RepeatWarning, arguments_hash, changes, check, circuit_state, merge, record,
+    BreakerSettings, Refusal, RepeatWarning, arguments_hash, changes, check, circuit_state, merge, record, recorded,
 )
 from tools.registry import ToolSpec
 
@@ -125,3 +126,33 @@ def test_merging_deltas_one_batch_at_a_time_equals_merging_them_all_at_once() ->
     assert one_by_one == merge(merge({}, first), merge(second, third))
     assert one_by_one["circuits"]["tool:docs__search"] == {"failures": 0, "opened_at": None}
     assert merge(None, None) == {"calls": {}, "circuits": {}}
+
+
+def test_recorded_writes_what_recording_each_call_changes_reading_only_the_entries_they_touch() -> None:
+    """A node's delta after a wave of calls (observe) equals the changes of recording them one by one,
+    for any mix of outcomes, repeats, circuits that open, and outcomes that count for neither."""
+    rng = random.Random(11)
+    statuses = ["ok", "tool_error", "timeout", "server_unavailable", "cancelled", "unknown_after_crash", "denied"]
+    for trial in range(300):
+        state: dict[str, Any] = {}
+        for _ in range(rng.randint(0, 6)):  # some history first
+            state = run(state, rng.choice([SEARCH, FETCH]), rng.choice(statuses), rng.uniform(0, 100), {"q": rng.randint(0, 2)})
+        ended = [(rng.choice([SEARCH, FETCH]), {"q": rng.randint(0, 2)}, rng.choice(statuses), rng.uniform(0, 100)) for _ in range(rng.randint(0, 5))]
+        after = state
+        for spec, arguments, status, now in ended:
+            after = run(after, spec, status, now, arguments)
+        delta = recorded(state, ended, SETTINGS)
+        assert delta == changes(state, after), trial
+        assert merge(state, delta) == merge(state, after), trial
+
+
+def test_recorded_does_not_read_the_calls_a_wave_did_not_make() -> None:
+    class OnlyTouched(dict):  # the run's calls, which fail the test if walked
+        def walked(self, *args: Any) -> Any:
+            raise AssertionError("recorded walked every call of the run")
+
+        __iter__ = keys = values = items = walked  # type: ignore[assignment]
+
+    calls = OnlyTouched({f"docs__search#{n:016x}": 1 for n in range(1000)})
+    delta = recorded({"calls": calls, "circuits": {}}, [(FETCH, {"url": "x"}, "ok", 1.0)], SETTINGS)
+    assert list(delta["calls"].values()) == [1] and set(delta["circuits"]) == {"tool:docs__fetch", "server:docs"}
