@@ -15,7 +15,7 @@ from typing import Any, Literal
 from langchain_core.messages import AIMessage
 from langgraph.types import Send
 
-from graph import schedule, sends
+from graph import memory, schedule, sends
 from graph.budget import Budget, check_before_model_call, check_before_step
 from graph.deadline import budget_left_s
 from graph.hosted_tools import approval_requests
@@ -180,8 +180,12 @@ def route_after_repair(state: dict[str, Any]) -> Literal["plan", "act", "escalat
 
 
 def route_after_commit(state: dict[str, Any]) -> Literal["remember", "escalate", "finalize"]:
-    """A committed result goes through the memory write gate; nothing else ever reaches it."""
-    return "remember" if state["ending"]["code"] in (Terminal.SUCCESS, Terminal.PARTIAL_SUCCESS) else stop(state)
+    """A committed result whose answer proposes memories goes through the memory write gate; nothing
+    else ever reaches it. One that proposes none goes to the end: the gate would have nothing to judge,
+    and a step is a checkpoint."""
+    if state["ending"]["code"] not in (Terminal.SUCCESS, Terminal.PARTIAL_SUCCESS):
+        return stop(state)
+    return "remember" if memory.proposed(state.get("messages", [])) else "finalize"
 
 
 def route_after_escalate(state: dict[str, Any]) -> Literal["plan", "retrieve", "act", "commit", "repair", "escalate", "finalize"]:

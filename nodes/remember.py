@@ -1,4 +1,5 @@
-"""remember: the memory write gate, run once a result has committed (commit → remember → finalize).
+"""remember: the memory write gate, run once a result has committed and its answer proposes
+memories (commit → remember → finalize; an answer that proposes none goes from commit to finalize).
 
 Promotes the final answer's candidate memories that its verified observations back
 (graph/memory.py), within the `memory_writes` budget; where the profile says so, a human approves
@@ -28,9 +29,7 @@ APPROVAL_CALL_ID = "m.approval"
 
 
 async def remember(state: dict[str, Any], services: Services) -> dict[str, Any]:
-    candidates = memory.proposed(state.get("messages", []))
-    if not candidates:
-        return {"status": {"phase": "remember"}}
+    candidates = memory.proposed(state.get("messages", []))  # some: graph/guards.py routes here only then
     run_id, pool = current_run_id(), await services.pool()
     bodies = {}
     for obs in state.get("observations", []):

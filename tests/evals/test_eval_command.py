@@ -20,7 +20,8 @@ from tests.graph.fake_openai import FakeOpenAI
 
 NOTES = {"notes.md": "Action items:\n- Ana: publish the notes\n"}
 TASK = {"goal": "Summarize notes.md", "acceptance_criteria": ["the answer names Ana's action item"]}
-PATH = "intake plan validate_plan act execute act verify critique commit remember finalize".split()
+PATH = "intake plan validate_plan act execute act verify critique commit finalize".split()
+REMEMBERING_PATH = [*PATH[:-1], "remember", "finalize"]  # an answer that proposes memories passes the write gate
 
 
 def step(content: Any = "", calls: list[dict[str, Any]] | None = None, tokens: tuple[int, int] = (100, 10)) -> dict[str, Any]:
@@ -52,10 +53,11 @@ SUITE = {
     "settings": {"prices": {"m": [2.0, 8.0]}},
     "thresholds": {"correct_termination": {"min": 1.0}, "trajectory_efficiency": {"max": 1.05}},
     "scenarios": [
-        # 11 steps on its golden path (act grounds the last results and gates its own calls); planner 100/20, actor 2 × 100/10, judge and critic 50/5: 400 in, 50 out.
-        # Its answer proposes a memory its read backs and one it does not.
-        scenario("read", "golden", PLAN_READ, [read("notes.md"), REMEMBERING], {"terminal": "SUCCESS", "golden": PATH}),
-        # A failed read first: 13 steps for the same 11-step golden path; 500 in, 60 out.
+        # 11 steps on its golden path (act grounds the last results and gates its own calls; its answer proposes a
+        # memory its read backs and one it does not, so it passes the write gate); planner 100/20, actor 2 × 100/10,
+        # judge and critic 50/5: 400 in, 50 out.
+        scenario("read", "golden", PLAN_READ, [read("notes.md"), REMEMBERING], {"terminal": "SUCCESS", "golden": REMEMBERING_PATH}),
+        # A failed read first, and no memory proposed: 12 steps for a 10-step golden path; 500 in, 60 out.
         scenario("detour", "fault", PLAN_ONE, [read("missing.md"), read("notes.md"), ANSWER], {"terminal": "SUCCESS", "golden": PATH}),
         # An injected anomaly: a write no human can approve fails closed; planner and one actor turn: 200 in, 30 out.
         scenario("denied", "escalation", PLAN_WRITE, [step("", [{"name": "workspace__write_file", "args": {"path": "s.md", "content": "x"}}])],
@@ -75,7 +77,7 @@ def test_metrics_match_a_hand_count_and_a_missed_threshold_fails_the_gate(db_url
     assert values["task_success_rate"] == 1.0  # read and detour
     assert values["correct_termination"] == 1.0
     assert values["trajectory_validity"] == 1.0 and values["trace_completeness"] == 1.0
-    assert values["trajectory_efficiency"] == pytest.approx((11 + 13) / (11 + 11))
+    assert values["trajectory_efficiency"] == pytest.approx((11 + 12) / (11 + 10))
     assert values["escalation_precision"] == 1.0 and values["escalation_recall"] == 1.0
     assert values["tool_calls_per_run"] == pytest.approx(4 / 3)  # ok, tool_error + ok, denied
     assert values["failed_tool_calls"] == 2
@@ -89,7 +91,7 @@ def test_metrics_match_a_hand_count_and_a_missed_threshold_fails_the_gate(db_url
     assert values["memory_write_quality"] == 1.0  # the supported memory promoted, the poisoned one rejected
     assert document["metrics"]["memory_write_quality"]["detail"].startswith("2/2 ")
     assert [run["memory"] for run in document["runs"]][0] == {"promoted": 1, "rejected": 1, "wrong": 0}
-    assert document["missed"] == ["trajectory_efficiency = 1.091 is above its maximum 1.05"]
+    assert document["missed"] == ["trajectory_efficiency = 1.095 is above its maximum 1.05"]
     assert [run["terminal"] for run in document["runs"]] == ["SUCCESS", "SUCCESS", "PERMISSION_DENIED"]
 
 

@@ -16,6 +16,7 @@ from checkpoints import store as tables
 from checkpoints.memory_store import memory_store
 from graph import memory
 from graph.cli import app
+from graph.replay import STEP_KINDS
 from graph.status import Terminal
 from nodes.act import _brief as actor_brief
 from tests.graph.conftest import CRITIC_PASS, JUDGE_PASS, PLAN_ONE_STEP, READ_NOTES, step
@@ -104,6 +105,23 @@ async def test_a_run_that_does_not_commit_promotes_nothing(run_script, runner):
     assert report.status == Terminal.VALIDATION_FAIL
     assert await decisions(runner, report.thread_id) == []
     assert await memory.list_memories(await memory_store(runner.pool)) == []
+
+
+async def test_the_write_gate_is_a_step_only_when_the_answer_proposes_memories(run_script, runner, tmp_path):
+    """No block, or an empty one: commit goes on to finalize, with no remember step and no memory
+    event. A block that does not parse still goes through the gate, which rejects it, saying why."""
+    for number, (final, gated) in enumerate([(step("Ana publishes the notes."), False), (answer(), False),
+                                             (step("Ana publishes the notes.\n<memory-candidates>not json</memory-candidates>"), True)]):
+        script = tmp_path / f"gate-{number}.json"  # models are cached per script file
+        script.write_text(json.dumps({"roles": roles(final)}))
+        report = await run_script({}, script=str(script))
+        assert report.status == Terminal.SUCCESS, number
+        path = [event["node"] for event in await runner.trace(report.thread_id) if event["kind"] in STEP_KINDS]
+        assert path[-3:] == (["commit", "remember", "finalize"] if gated else ["critique", "commit", "finalize"]), (number, path)
+        verdicts = await decisions(runner, report.thread_id)
+        assert [item["promoted"] for item in verdicts] == ([False] if gated else []), number
+        if gated:
+            assert "not JSON" in verdicts[0]["reason"]
 
 
 async def test_research_profile_writes_memory_only_after_a_human_approves(run_script, runner):
