@@ -141,6 +141,17 @@ def test_the_progress_line_names_recent_calls_without_reading_the_history():
     assert CountingObservation.reads <= 2
 
 
+async def reading_run(run_script: Any) -> Any:
+    """A real run of READS reads of notes.md (each with other arguments, so none is a repeat), then the answer."""
+    plan = {"content": {"steps": [{"id": "s1", "description": "read", "tools": ["workspace__read_file"]}], "blocked": None}}
+    actor = [{"tool_calls": [{"name": "workspace__read_file", "args": {"path": "notes.md", "max_chars": 1000 + n}}]} for n in range(READS)]
+    report = await run_script({"planner": [plan], "actor": [*actor, {"content": "Ana publishes the notes."}],
+                               "judge": [JUDGE_PASS], "critic": [CRITIC_PASS]},
+                              task={"budget": {"model_turns": None, "tool_calls": None}}, unattended=True)
+    assert report.status == Terminal.SUCCESS, report.values.get("ending")
+    return report
+
+
 async def test_a_long_run_tokenises_the_same_few_messages_per_request(run_script, monkeypatch):
     """Real runtime: the actor's requests grow, the messages tokenised for each do not, and each
     request's measure (what the budget meters) is its whole text."""
@@ -161,12 +172,7 @@ async def test_a_long_run_tokenises_the_same_few_messages_per_request(run_script
 
     monkeypatch.setattr(context, "message_text", counted)
     monkeypatch.setattr(context, "measure", measured)
-    plan = {"content": {"steps": [{"id": "s1", "description": "read", "tools": ["workspace__read_file"]}], "blocked": None}}
-    actor = [{"tool_calls": [{"name": "workspace__read_file", "args": {"path": "notes.md", "max_chars": 1000 + n}}]} for n in range(READS)]
-    report = await run_script({"planner": [plan], "actor": [*actor, {"content": "Ana publishes the notes."}],
-                               "judge": [JUDGE_PASS], "critic": [CRITIC_PASS]},
-                              task={"budget": {"model_turns": None, "tool_calls": None}}, unattended=True)
-    assert report.status == Terminal.SUCCESS, report.values.get("ending")
+    await reading_run(run_script)
 
     actor_requests = [request for request in requests if request[0] > 2]  # the planner's and critic's are short
     assert actor_requests[-1][0] >= actor_requests[5][0] + 2 * (READS - 10)  # the conversation grew
@@ -197,11 +203,6 @@ async def test_a_long_run_reads_its_call_records_from_what_the_fold_kept(run_scr
         return original(records)
 
     monkeypatch.setattr(ladder, "build", build)
-    plan = {"content": {"steps": [{"id": "s1", "description": "read", "tools": ["workspace__read_file"]}], "blocked": None}}
-    actor = [{"tool_calls": [{"name": "workspace__read_file", "args": {"path": "notes.md", "max_chars": 1000 + n}}]} for n in range(READS)]
-    report = await run_script({"planner": [plan], "actor": [*actor, {"content": "Ana publishes the notes."}],
-                               "judge": [JUDGE_PASS], "critic": [CRITIC_PASS]},
-                              task={"budget": {"model_turns": None, "tool_calls": None}}, unattended=True)
-    assert report.status == Terminal.SUCCESS, report.values.get("ending")
+    report = await reading_run(run_script)
     assert len(report.values["observations"]) == READS
     assert [size for size in passes if size] == [], f"observations read by a pass over the history: {passes}"
