@@ -8,7 +8,8 @@ a result was stored as a payload (graph/payload_tool.py). Each answered by a pas
 made an iteration's cost grow with the length of the run. The fold keeps a `Ladder` for each list it
 returns (graph/fold_index.py) and updates it for the records a write adds or replaces; `of()` finds
 it for the list a step reads, or builds it in one pass for a list the fold did not make (one
-restored from a checkpoint, or built by hand).
+restored from a checkpoint, or built by hand). A kept ladder stays right for its list because the
+fold never changes a list or a record in place: a write's fields are merged into a new record.
 """
 
 from __future__ import annotations
