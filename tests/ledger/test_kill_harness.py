@@ -47,9 +47,10 @@ DIRECT = {
 PROCESS_TIMEOUT_S = 120
 MAX_RESUMES = 3
 PARALLEL_KILL_POINTS = 3
-MIN_KILL_POINTS = 43
+MIN_KILL_POINTS = 41
 """The points the run passes: fewer since act gates its own calls and grounds their results (no gate
-or observe node to enter and leave)."""
+or observe node to enter and leave), and since an answer that proposes no memory goes from commit
+to finalize (no remember node)."""
 
 POLICY = {"rules": [
     {"id": "kill_harness.records", "action": "allow", "server": "records", "tool": "*_record",
