@@ -82,4 +82,5 @@ KEPT = FoldIndex(build, Ladder.copy)
 
 def of(records: list[dict[str, Any]]) -> Ladder:
     """The ladder of `records`, only to read."""
-    return KEPT.held(records) or build(records)
+    held = KEPT.held(records)
+    return build(records) if held is None else held
