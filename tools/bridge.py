@@ -346,10 +346,13 @@ class _Connection:
         )
 
     async def current_specs(self, timeout_s: float) -> list[ToolSpec] | None:
-        """Calls dispatched together share one listing (a wave of reads costs one round trip)."""
-        client = self.client
-        if client is None or self.failure is not None:
+        """Calls dispatched together share one listing (a wave of reads costs one round trip). A
+        server whose connection died is reconnected first, as for a call (within `max_reconnects`):
+        the listing is what stands between a call and its server, so it must not keep it dead."""
+        if (self.client is None or self.failure is not None) and not await self.reconnect():
             return None
+        client = self.client
+        assert client is not None
         if self._listing is None or self._listing.done():
             self._listing = asyncio.create_task(self._list_now(client, timeout_s), name=f"mcp-list:{self.config.name}")
         tools = await asyncio.shield(self._listing)

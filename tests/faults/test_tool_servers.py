@@ -66,3 +66,23 @@ def test_the_timeout_s_of_a_server_must_be_a_positive_finite_number():
             assert "timeout_s" in str(error)
         else:
             raise AssertionError(f"timeout_s={bad} was accepted")
+
+
+async def test_a_run_whose_server_crashed_restarts_it_at_the_next_call_through_the_check_before_dispatch(runner, tmp_path):
+    """A call is dispatched only after its server lists its tools again (tools/pinning.py): that
+    listing must restart a dead server, as the call itself would, or the run loses the server for good."""
+    plan = {"content": {"steps": [{"id": "probe", "description": "Probe the server"}], "blocked": None},
+            "usage": {"input_tokens": 100, "output_tokens": 20}}
+    pid = {"name": "probe__pid", "args": {}}
+    roles = {"planner": [plan], "actor": [step(calls=[pid]), step(calls=[{"name": "probe__crash", "args": {}}]), step(calls=[pid]),
+                                          step("probed")], "critic": [CRITIC_PASS]}
+    script = tmp_path / "script.json"
+    script.write_text(json.dumps({"model_id": "scripted-restarts", "roles": roles}))
+    settings = RunSettings(model="scripted", script=str(script), servers={"mcpServers": {"probe": probe()}}, workspace_root=str(tmp_path))
+    report = await runner.start(Task(goal="probe the server across a crash"), settings)
+    assert report.status == Terminal.SUCCESS, report.values.get("ending")
+    observations = report.values["observations"]
+    assert [(obs["tool"], obs["status"]) for obs in observations] == [
+        ("probe__pid", "ok"), ("probe__crash", "server_unavailable"), ("probe__pid", "ok")]
+    first, after = (obs["excerpt"] for obs in (observations[0], observations[2]))
+    assert first != after, "the last call must reach a new server process"
