@@ -4,6 +4,11 @@ It fixes what the official conformance suite's server scenarios flag on a bare `
 `serverInfo.version` is the package's version (not empty), a tool's description is its docstring
 without the source indentation, and `prompts/get` of a name the server does not have answers
 JSON-RPC -32602 (invalid params) instead of an internal error.
+
+Its `tools/list` says how long the list stays as it is (MCP's `ttlMs` caching hint, TOOLS_TTL_MS):
+every server here registers its tools when it is built and never changes them while it runs. A
+client that trusts the server may then check a call against that listing instead of listing again
+(tools/fresh_listing.py).
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ from typing import Any, Callable, TypeVar
 
 from mcp import MCPError
 from mcp.server import MCPServer
+from mcp.server.caching import CacheHint
 from mcp.types import INVALID_PARAMS
 
 _Fn = TypeVar("_Fn", bound=Callable[..., Any])
@@ -27,10 +33,13 @@ def _version() -> str:
 
 
 VERSION = _version()
+TOOLS_TTL_MS = 60_000
+"""How long a `tools/list` answer may be taken as current; the tools never change while the server runs."""
 
 
 class ShippedServer(MCPServer):
     def __init__(self, name: str, **kwargs: Any) -> None:
+        kwargs.setdefault("cache_hints", {"tools/list": CacheHint(ttl_ms=TOOLS_TTL_MS)})
         super().__init__(name, version=kwargs.pop("version", VERSION), **kwargs)
 
     def tool(self, name: str | None = None, *, description: str | None = None, **kwargs: Any) -> Callable[[_Fn], _Fn]:

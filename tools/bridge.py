@@ -30,7 +30,8 @@ Stdio servers also exit on stdin EOF, so a crash of our own process leaves none 
 Each stdio server's stderr goes to `<log_dir>/<server>.<bridge id>.stderr.log`, not our terminal.
 What the bridge returns or logs (results, start errors with their stderr excerpt, log lines) has
 the servers' secrets masked (tools/secrets.py). `current_specs()` re-lists a server's tools for the
-check before a call (tools/pinning.py); `specs()` stays the listing from start.
+check before a call (tools/pinning.py), unless a trusted server's last listing still stands
+(tools/fresh_listing.py) and the call only reads; `specs()` stays the listing from start.
 """
 
 from __future__ import annotations
@@ -59,6 +60,7 @@ from graph import deadline
 from tools.client_features import ClientFeatures, forget_call
 from tools.config import ServerConfig
 from tools.errors import AuthorizationNeeded, BridgeError, ServerStartError, UnknownServerError
+from tools.fresh_listing import FreshListing
 from tools.http_auth import AuthRefusals
 from tools.outcome import CallOutcome
 from tools.registry import ToolHints, ToolSpec, qualified_name
@@ -199,15 +201,16 @@ class MCPBridge:
             raise UnknownServerError(server, list(self._connections))
         return connection.features
 
-    async def current_specs(self, server: str, *, timeout_s: float) -> list[ToolSpec] | None:
+    async def current_specs(self, server: str, *, timeout_s: float, standing: bool = False) -> list[ToolSpec] | None:
         """The server's tools as it lists them now (not as it listed them at start), or None when
-        it cannot say: not connected, crashed, or no complete listing within `timeout_s`."""
+        it cannot say: not connected, crashed, or no complete listing within `timeout_s`. With
+        `standing`, a trusted server's last listing that still stands (tools/fresh_listing.py) answers."""
         if not self._started:
             raise BridgeError("MCPBridge.current_specs() before start(); use `async with MCPBridge(...)` or await start() first.")
         connection = self._connections.get(server)
         if connection is None:
             raise UnknownServerError(server, list(self._connections))
-        return await connection.current_specs(timeout_s)
+        return await connection.current_specs(timeout_s, standing=standing)
 
     async def call(
         self,
@@ -280,6 +283,8 @@ class _Connection:
         self.start_error: ServerStartError | None = None
         self._listing: asyncio.Task[list[Tool] | None] | None = None
         """The `tools/list` in flight for calls about to be dispatched, if any."""
+        self.fresh: FreshListing[list[Tool]] = FreshListing(trusted=config.trusted)
+        self.features.on_tools_changed.append(self.fresh.forget)
         self._log_offset = 0
         """Where this attempt's stderr starts in the (appended) log file."""
         self._settled = asyncio.Event()
@@ -345,26 +350,32 @@ class _Connection:
             declared_paths=self.config.declared_paths(tool.name),
         )
 
-    async def current_specs(self, timeout_s: float) -> list[ToolSpec] | None:
-        """Calls dispatched together share one listing (a wave of reads costs one round trip). A
-        server whose connection died is reconnected first, as for a call (within `max_reconnects`):
-        the listing is what stands between a call and its server, so it must not keep it dead."""
+    async def current_specs(self, timeout_s: float, *, standing: bool) -> list[ToolSpec] | None:
+        """Calls dispatched together share one listing (a wave of reads costs one round trip), and
+        with `standing` a listing that still stands answers without one. A server whose connection
+        died is reconnected first, as for a call (within `max_reconnects`): the listing is what
+        stands between a call and its server, so it must not keep it dead."""
         if (self.client is None or self.failure is not None) and not await self.reconnect():
             return None
         client = self.client
         assert client is not None
-        if self._listing is None or self._listing.done():
-            self._listing = asyncio.create_task(self._list_now(client, timeout_s), name=f"mcp-list:{self.config.name}")
-        tools = await asyncio.shield(self._listing)
+        tools = self.fresh.standing() if standing else None
+        if tools is None:
+            if self._listing is None or self._listing.done():
+                self._listing = asyncio.create_task(self._list_now(client, timeout_s), name=f"mcp-list:{self.config.name}")
+            tools = await asyncio.shield(self._listing)
         return None if tools is None else [self._spec(tool) for tool in tools]
 
     async def _list_now(self, client: Client, timeout_s: float) -> list[Tool] | None:
+        asked = self.fresh.ask()
         try:
             with anyio.fail_after(timeout_s):
-                return await _list_all_tools(client)
+                tools, ttl_ms = await _list_all_tools(client)
         except Exception as exc:  # a timeout, an MCP error, a broken stream: the listing cannot be trusted
             logger.info("MCP server %r: re-listing tools failed (%s)", self.config.name, self.redactor.text(_describe(_root(exc))))
             return None
+        self.fresh.keep(tools, ttl_ms, asked)
+        return tools
 
     async def call(self, tool: str, arguments: dict[str, Any], *, timeout_s: float, on_progress: ProgressFn | None) -> CallOutcome:
         """The call's outcome, with any secret it quotes masked before the model or a log can see it."""
@@ -487,7 +498,10 @@ class _Connection:
                         self.pid = _find_child_by_stderr(self.log_path)
                         if self.pid is not None:
                             self.pids.append(self.pid)
-                    self.tools = await _list_all_tools(client)
+                    self.fresh.forget()  # a new connection (after a reconnect, perhaps another version of the server)
+                    asked = self.fresh.ask()
+                    self.tools, ttl_ms = await _list_all_tools(client)
+                    self.fresh.keep(self.tools, ttl_ms, asked)
                     self.client, ready = client, True
                     self._ready_once = True
                     deadline.deadline = math.inf  # the scope stays open (anyio nesting); only startup is bounded
@@ -564,16 +578,20 @@ class _ConnectionLost(Exception):
     """The owner task ended while a call was in flight."""
 
 
-async def _list_all_tools(client: Client) -> list[Tool]:
+async def _list_all_tools(client: Client) -> tuple[list[Tool], int]:
+    """Every page of the server's tools, and how long (ms) the server says the list stays as it
+    is: the shortest `ttlMs` of its pages (0, immediately stale, where a page gives none)."""
     tools: list[Tool] = []
+    ttl_ms: int | None = None
     cursor: str | None = None
     for _ in range(_LIST_PAGE_CAP):
         page = await client.list_tools(cursor=cursor)
         tools.extend(page.tools)
+        ttl_ms = page.ttl_ms if ttl_ms is None else min(ttl_ms, page.ttl_ms)
         cursor = page.next_cursor
         if cursor is None:
             break
-    return tools
+    return tools, ttl_ms or 0
 
 
 def _result_outcome(result: CallToolResult, latency_ms: float) -> CallOutcome:

@@ -8,7 +8,10 @@ process and without a live server, so a tool a server adds mid-run is never offe
 description a server rewrites never reaches the model. Just before a call is dispatched,
 `changed()` asks the server for its tools again and compares the tool's definition (name,
 description, input schema, annotations) with the pinned one: a different or missing definition
-refuses the call with `tool_changed`, and a server that cannot list its tools gets no call.
+refuses the call with `tool_changed`, and a server that cannot list its tools gets no call. A
+read-only call to a trusted server may be checked against that server's last listing while the
+server's own freshness hint says it stands (tools/fresh_listing.py); a call with side effects is
+always checked against a listing asked for it, so a dead server refuses it unsent.
 """
 
 from __future__ import annotations
@@ -40,7 +43,7 @@ _SPEC_FIELDS = frozenset(field.name for field in dataclasses.fields(ToolSpec) if
 class ListsTools(Protocol):
     """What the check needs of the bridge (MCPBridge fits)."""
 
-    async def current_specs(self, server: str, *, timeout_s: float) -> list[ToolSpec] | None: ...
+    async def current_specs(self, server: str, *, timeout_s: float, standing: bool = False) -> list[ToolSpec] | None: ...
 
 
 class PinnedCalls:
@@ -85,7 +88,7 @@ def spec_of(entry: dict[str, Any]) -> ToolSpec:
 
 async def changed(bridge: ListsTools, spec: ToolSpec, *, timeout_s: float = LIST_TIMEOUT_S) -> CallOutcome | None:
     """A refusal when the server no longer defines `spec` as pinned (or will not say); None when it does."""
-    live = await bridge.current_specs(spec.server, timeout_s=timeout_s)
+    live = await bridge.current_specs(spec.server, timeout_s=timeout_s, standing=spec.hints.read_only)
     if live is None:
         text = UNCONFIRMED.format(tool=spec.qualified_name, server=spec.server)
         return CallOutcome("server_unavailable", text=text, detail="tools/list failed before dispatch")

@@ -7,7 +7,9 @@ after its first call (tests/security/shifty_server.py); the model is the scripte
 
 from __future__ import annotations
 
+import asyncio
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -19,6 +21,7 @@ import pytest
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from langchain_core.messages import ToolMessage
 from langgraph.types import Send
+from mcp.types import ToolListChangedNotification
 
 from checkpoints import store
 from graph.runner import Runner
@@ -26,9 +29,10 @@ from graph.status import Terminal
 from graph.task import RunSettings, Task
 from tests.graph.conftest import CRITIC_PASS, step
 from tests.graph.test_cli import BOUNDLOOP, _env, boundloop
-from tools import pinning
+from tools import fresh_listing, pinning
 from tools.bridge import MCPBridge
 from tools.config import load_servers
+from tools.outcome import CallOutcome
 
 SERDE = JsonPlusSerializer()
 SHIFTY = str(Path(__file__).parent / "shifty_server.py")
@@ -68,7 +72,7 @@ async def test_a_tool_its_server_redefines_mid_run_is_refused_at_dispatch_and_a_
     assert refusal.startswith(f"tool_changed: shifty__lookup was not run: MCP server 'shifty' changed the tool's {what} since this run started")
 
     pinned = report.values["tools"]
-    assert [spec["name"] for spec in pinned["specs"]] == ["echo_header", "env_value", "lookup"]
+    assert [spec["name"] for spec in pinned["specs"]] == ["echo_header", "env_value", "lookup", "note"]
     assert next(spec for spec in pinned["specs"] if spec["name"] == "lookup")["description"] == "Look a key up (read-only)."
     assert report.values["boundary"]["tool_registry_version"] == pinned["version"]
     assert trace[0].node == "intake" and trace[0].data["run"]["tool_registry_version"] == pinned["version"]
@@ -166,3 +170,82 @@ async def test_calls_made_through_pinned_calls_such_as_compensations_get_the_sam
     assert (first.status, first.text) == ("ok", "value of a (call 1)")
     assert second.status == "tool_changed" and second.attempts == 0 and "changed the tool's input schema" in second.text
     assert added.status == "unknown_tool" and added.attempts == 0
+
+
+def shifty_bridge(tmp_path: Path, *server_args: str, trusted: bool = True) -> MCPBridge:
+    servers = load_servers({"mcpServers": {"shifty": {"command": sys.executable, "args": [SHIFTY, *server_args], "trusted": trusted}}})
+    return MCPBridge(servers, log_dir=tmp_path)
+
+
+async def lookups(bridge: MCPBridge, *keys: str, pause_s: float = 0.0) -> list[CallOutcome]:
+    """`lookup` of each key through the check before dispatch, `pause_s` apart."""
+    calls = pinning.PinnedCalls(bridge, pinning.registry_of(pinning.pin(bridge.specs())))
+    outcomes = []
+    for key in keys:
+        await asyncio.sleep(pause_s if outcomes else 0.0)
+        outcomes.append(await calls.call("shifty", "lookup", {"key": key}, timeout_s=10))
+    return outcomes
+
+
+async def test_a_trusted_server_that_says_its_list_stays_is_checked_against_its_last_listing_until_then(tmp_path):
+    """The server's `ttlMs` is a promise; from a trusted server it is taken: a tool it redefines
+    without saying so still runs while the promise lasts (the documented limit), and is refused after."""
+    log = tmp_path / "calls.log"
+    async with shifty_bridge(tmp_path, "--change", "description", "--calls", str(log), "--ttl-ms", "60000") as bridge:
+        within = await lookups(bridge, "a", "b")
+    assert [outcome.status for outcome in within] == ["ok", "ok"]
+    assert log.read_text() == "lookup a\nlookup b\n"
+
+    async with shifty_bridge(tmp_path, "--change", "description", "--ttl-ms", "300") as bridge:
+        after = await lookups(bridge, "a", "b", pause_s=0.5)
+    assert [outcome.status for outcome in after] == ["ok", "tool_changed"]
+
+
+async def test_an_untrusted_servers_promise_is_not_taken_every_call_is_checked_against_a_new_listing(tmp_path):
+    async with shifty_bridge(tmp_path, "--change", "description", "--ttl-ms", "60000", trusted=False) as bridge:
+        outcomes = await lookups(bridge, "a", "b")
+    assert [outcome.status for outcome in outcomes] == ["ok", "tool_changed"]
+
+
+async def test_a_promise_longer_than_the_cap_stands_only_as_long_as_the_cap(tmp_path, monkeypatch):
+    monkeypatch.setattr(fresh_listing, "MAX_FRESH_S", 0.3)  # in place of waiting out 10 s
+    async with shifty_bridge(tmp_path, "--change", "description", "--ttl-ms", "3600000") as bridge:
+        outcomes = await lookups(bridge, "a", "b", pause_s=0.5)
+    assert [outcome.status for outcome in outcomes] == ["ok", "tool_changed"]
+
+
+async def test_a_server_restarted_after_a_crash_is_checked_against_its_new_listing_not_the_old_processs_promise(tmp_path):
+    changed = tmp_path / "changed"
+    async with shifty_bridge(tmp_path, "--change", "description", "--changed-while", str(changed), "--ttl-ms", "60000") as bridge:
+        first = await lookups(bridge, "a")
+        changed.touch()  # the next process starts with `lookup` redefined: a new version of the server
+        os.kill(bridge.pids()["shifty"], signal.SIGKILL)
+        later = await lookups(bridge, "b", "c")
+    assert first[0].status == "ok"
+    # The call that finds the connection dead (if the bridge had not seen it close yet) is the only one sent to it:
+    statuses = [outcome.status for outcome in later]
+    assert statuses in (["tool_changed", "tool_changed"], ["server_unavailable", "tool_changed"]), statuses
+    assert "changed the tool's description" in later[-1].text
+
+
+async def test_a_call_with_side_effects_is_always_checked_against_a_listing_asked_for_it(tmp_path):
+    """Even while a trusted server's promise stands for its reads: a changed (or dead) server refuses
+    it unsent, and the listing asked for it is what the next read is checked against."""
+    async with shifty_bridge(tmp_path, "--change", "description", "--ttl-ms", "60000") as bridge:
+        calls = pinning.PinnedCalls(bridge, pinning.registry_of(pinning.pin(bridge.specs())))
+        read = await calls.call("shifty", "lookup", {"key": "a"}, timeout_s=10)  # the server changes after it
+        write = await calls.call("shifty", "note", {"text": "b"}, timeout_s=10)
+        read_again = await calls.call("shifty", "lookup", {"key": "c"}, timeout_s=10)
+    assert [outcome.status for outcome in (read, write, read_again)] == ["ok", "tool_changed", "tool_changed"]
+    assert write.attempts == 0 and "changed the tool's description" in write.text
+
+
+async def test_a_tool_change_the_server_announces_ends_its_standing_listing_at_once(tmp_path):
+    """`tools/list_changed` reaches the bridge on connections that carry it (2025-11-25; at 2026-07-28
+    only a `subscriptions/listen` stream does): handed the notification as the SDK hands it over, the
+    bridge asks again at the next call instead of waiting out the server's promise."""
+    async with shifty_bridge(tmp_path, "--change", "description", "--ttl-ms", "60000") as bridge:
+        first = await lookups(bridge, "a")
+        await bridge.features("shifty").on_message(ToolListChangedNotification())
+        second = await lookups(bridge, "b")
+    assert [outcome.status for outcome in first + second] == ["ok", "tool_changed"]
