@@ -9,12 +9,16 @@
     .venv/bin/python -m tests.benchmarks.peer table        # all four, then the README's markdown table
     .venv/bin/python -m tests.benchmarks.peer soak         # 1,000 iterations: time flat, storage linear (--system bare: the peer's; --reps N: N runs)
     .venv/bin/python -m tests.benchmarks.peer read         # ms to read a thread's state after 200 and 1,000 iterations
+    ... --list-every-call                                  # any command: every call checked against a new tools/list, as for an untrusted server
 
 Same process, same Postgres saver, same MCP `read_file` of our workspace server (stdio), scripted
 zero-latency models, durability "sync". One iteration = one model turn + one read call. Figures
 never depend on node names: rows come from the saver's tables (per thread), round trips from
 psycopg (each wait on the server's socket counts one:
-a round trip, or one part of a pipelined batch), iteration times from the MCP calls.
+a round trip, or one part of a pipelined batch), listings from the MCP client, iteration times
+from the MCP calls. The workspace server is trusted and says how long its tool list stands, so
+boundloop checks its reads against a listing that still stands (README, Pinned tools);
+`--list-every-call` measures what a server without that promise costs.
 Each figure is the median over the repetitions with its min–max, ratios are taken within each
 repetition; the load average is printed. Asserts nothing. Database: BOUNDLOOP_DATABASE_URL, else
 the embedded cluster.
@@ -41,6 +45,7 @@ from typing import Any
 
 import psycopg
 from langchain_core.language_models.chat_models import BaseChatModel
+from mcp import Client
 from psycopg.rows import tuple_row
 
 from checkpoints.pool import database_url
@@ -50,6 +55,7 @@ from graph.runner import Runner
 from graph.services import default_servers
 from tests.benchmarks.loop import boundloop_run, boundloop_settings, write_script
 from tests.benchmarks.peer_agent import PEERS, PROMPT, peer_agent, peer_config
+from tools import fresh_listing
 from tools.bridge import MCPBridge
 from tools.config import load_servers
 
@@ -94,6 +100,23 @@ def round_trips() -> Iterator[list[int]]:
         yield count
     finally:
         psycopg.AsyncConnection.wait, psycopg.Connection.wait = originals  # type: ignore[method-assign]
+
+
+@contextmanager
+def tool_listings() -> Iterator[list[int]]:
+    """Counts every `tools/list` request of any MCP client (a page counts one)."""
+    count = [0]
+    original = Client.list_tools
+
+    async def list_tools(self: Client, *args: Any, **kwargs: Any) -> Any:
+        count[0] += 1
+        return await original(self, *args, **kwargs)
+
+    Client.list_tools = list_tools  # type: ignore[method-assign]
+    try:
+        yield count
+    finally:
+        Client.list_tools = original  # type: ignore[method-assign]
 
 
 @contextmanager
@@ -194,8 +217,8 @@ async def open_bench(stack: AsyncExitStack, url: str, *, warm_up: bool = True) -
 
 
 async def iterations(bench: Bench, reps: int, small: int = 20, large: int = 60) -> dict[str, Any]:
-    """Marginal wall and CPU ms per iteration ((T(large) - T(small)) / (large - small)), and rows
-    and psycopg waits per iteration (same difference, from the last repetition: they do not vary).
+    """Marginal wall and CPU ms per iteration ((T(large) - T(small)) / (large - small)), and rows,
+    psycopg waits and tool listings per iteration (same difference, from the last repetition).
     Every system's runs count their waits, so the counting's cost (a call per wait) is shared."""
     print(f"\n## per iteration (marginal between {small} and {large} iterations; {reps} repetitions; load before {load()})")
     wall: dict[str, list[float]] = {system: [] for system in SYSTEMS}
@@ -206,21 +229,21 @@ async def iterations(bench: Bench, reps: int, small: int = 20, large: int = 60) 
             figures = []
             for size in (small, large):
                 thread_id = f"it-{system}-{size}-{uuid.uuid4().hex[:8]}"
-                with round_trips() as waits:
-                    figures.append((*(await bench.run(system, size, thread_id)), waits[0], thread_id))
-            (w1, c1, n1, t1), (w2, c2, n2, t2) = figures
+                with round_trips() as waits, tool_listings() as listings:
+                    figures.append((*(await bench.run(system, size, thread_id)), waits[0], listings[0], thread_id))
+            (w1, c1, n1, l1, t1), (w2, c2, n2, l2, t2) = figures
             wall[system].append((w2 - w1) / (large - small) * 1000)
             cpu[system].append((c2 - c1) / (large - small) * 1000)
             if rep == reps - 1:
-                rows = [(*(await bench.rows(t))[:3], n) for t, n in ((t1, n1), (t2, n2))]
+                rows = [(*(await bench.rows(t))[:3], n, listed) for t, n, listed in ((t1, n1, l1), (t2, n2, l2))]
                 counts[system] = [(b - a) / (large - small) for a, b in zip(*rows)]
     for system in SYSTEMS:
         ratio_wall = [ours / peer for ours, peer in zip(wall["boundloop"], wall[system])]
         ratio_cpu = [ours / peer for ours, peer in zip(cpu["boundloop"], cpu[system])]
-        checkpoints, writes, blobs, trips = counts[system]
+        checkpoints, writes, blobs, trips, listings = counts[system]
         print(f"{system:>12}: wall {spread(wall[system])} ms, CPU {spread(cpu[system])} ms; "
               f"boundloop/{system}: wall {spread(ratio_wall, 2)}x, CPU {spread(ratio_cpu, 2)}x; "
-              f"checkpoints/writes/blobs/psycopg waits {checkpoints:.1f} / {writes:.1f} / {blobs:.1f} / {trips:.1f}")
+              f"checkpoints/writes/blobs/psycopg waits/tools lists {checkpoints:.1f} / {writes:.1f} / {blobs:.1f} / {trips:.1f} / {listings:.2f}")
     print(f"load after {load()}")
     return {"wall": wall, "cpu": cpu, "counts": counts}
 
@@ -375,7 +398,7 @@ def table(per_it: dict[str, Any], payload: dict[str, dict[int, int]], waves: dic
              "|---|---|---|---|"]
     lines.append("| marginal wall ms per iteration | " + " | ".join(cell(per_it["wall"], s) for s in SYSTEMS) + " |")
     lines.append("| marginal CPU ms per iteration | " + " | ".join(cell(per_it["cpu"], s) for s in SYSTEMS) + " |")
-    lines.append("| checkpoints / write rows / blob rows / psycopg waits (DB round trips) per iteration | "
+    lines.append("| checkpoints / write rows / blob rows / psycopg waits (DB round trips) / `tools/list` per iteration | "
                  + " | ".join(" / ".join(f"{x:.1f}" for x in per_it["counts"][s]) for s in SYSTEMS) + " |")
     for size in sizes:
         lines.append(f"| checkpoint payload after {size} iterations | "
@@ -423,6 +446,8 @@ async def soak(bench: Bench, total: int, system: str = "boundloop", reps: int = 
 
 
 async def main(options: argparse.Namespace) -> None:
+    if options.list_every_call:
+        fresh_listing.MAX_FRESH_S = 0.0  # no listing stands in for asking again
     async with AsyncExitStack() as stack:
         bench = await open_bench(stack, os.environ.get("BOUNDLOOP_DATABASE_URL") or await asyncio.to_thread(database_url))
         command: str = options.command
@@ -466,6 +491,8 @@ def parser() -> argparse.ArgumentParser:
     parse.add_argument("--run-iterations", type=_positive, default=1, help="concurrency: iterations of each run (1: the fixed cost of a run)")
     parse.add_argument("--iterations", type=int, default=1000, help="soak: iterations of the one run")
     parse.add_argument("--system", choices=SYSTEMS, default="boundloop", help="soak: whose run (boundloop, or create_agent bare or with middlewares)")
+    parse.add_argument("--list-every-call", action="store_true",
+                       help="check every call against a tools/list asked for it, as for an untrusted server (default: the trusted workspace server's promise)")
     return parse
 
 

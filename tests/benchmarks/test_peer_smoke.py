@@ -7,15 +7,19 @@ from contextlib import AsyncExitStack
 import pytest
 
 from tests.benchmarks.peer import (SYSTEMS, call_times, concurrency, iterations, model_requests, model_share, open_bench, parser, read,
-                                   repetitions, soak)
+                                   repetitions, run, soak)
+from tools import fresh_listing
 
 
 async def test_the_per_iteration_comparison_runs_at_a_tiny_size(db_url: str) -> None:
     async with AsyncExitStack() as stack:
-        figures = await iterations(await open_bench(stack, db_url, warm_up=False), reps=1, small=1, large=2)
+        bench = await open_bench(stack, db_url, warm_up=False)
+        await bench.run("boundloop", 1)  # the workspace server starts (and lists its tools) once, here
+        figures = await iterations(bench, reps=1, small=1, large=2)
     for system in SYSTEMS:
-        checkpoints, writes, blobs, waits = figures["counts"][system]
+        checkpoints, writes, blobs, waits, listings = figures["counts"][system]
         assert checkpoints >= 1 and writes >= 1 and waits >= 1, (system, figures["counts"][system])
+        assert listings == 0, (system, "one more iteration of a read from the trusted workspace server lists no tools")
         assert len(figures["wall"][system]) == len(figures["cpu"][system]) == 1
 
 
@@ -77,3 +81,12 @@ async def test_reading_a_threads_state_runs_for_boundloop_and_the_peer_at_a_tiny
         figures = await read(await open_bench(stack, db_url, warm_up=False), [2], reps=2)
     assert [len(figures[2][system]) for system in ("boundloop", "bare")] == [2, 2]
     assert "2 it: boundloop" in capsys.readouterr().out
+
+
+def test_list_every_call_measures_a_listing_per_call_for_boundloop_and_none_for_the_peers(db_url: str, capsys, monkeypatch) -> None:
+    monkeypatch.setattr(fresh_listing, "MAX_FRESH_S", fresh_listing.MAX_FRESH_S)  # restored after the command sets it
+    monkeypatch.setenv("BOUNDLOOP_DATABASE_URL", db_url)
+    run(["iterations", "--sizes", "1", "2", "--reps", "1", "--list-every-call"])
+    lines = {line.split(":")[0].strip(): line for line in capsys.readouterr().out.splitlines() if "tools lists" in line}
+    assert set(lines) == set(SYSTEMS)
+    assert lines["boundloop"].endswith(" / 1.00") and lines["bare"].endswith(" / 0.00"), lines
