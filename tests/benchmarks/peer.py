@@ -103,37 +103,35 @@ def round_trips() -> Iterator[list[int]]:
 
 
 @contextmanager
+def noting(owner: Any, method: str, note: Callable[[], None]) -> Iterator[None]:
+    """While the context lasts, `owner.method` (an async method) calls `note()` before each call."""
+    original = getattr(owner, method)
+
+    async def noted(self: Any, *args: Any, **kwargs: Any) -> Any:
+        note()
+        return await original(self, *args, **kwargs)
+
+    setattr(owner, method, noted)
+    try:
+        yield
+    finally:
+        setattr(owner, method, original)
+
+
+@contextmanager
 def tool_listings() -> Iterator[list[int]]:
     """Counts every `tools/list` request of any MCP client (a page counts one)."""
     count = [0]
-    original = Client.list_tools
-
-    async def list_tools(self: Client, *args: Any, **kwargs: Any) -> Any:
-        count[0] += 1
-        return await original(self, *args, **kwargs)
-
-    Client.list_tools = list_tools  # type: ignore[method-assign]
-    try:
+    with noting(Client, "list_tools", lambda: count.__setitem__(0, count[0] + 1)):
         yield count
-    finally:
-        Client.list_tools = original  # type: ignore[method-assign]
 
 
 @contextmanager
 def call_times(clock: Callable[[], float] = time.perf_counter) -> Iterator[list[float]]:
     """`clock` at each MCP tool call of any bridge: one per iteration in this benchmark."""
     stamps: list[float] = []
-    original = MCPBridge.call
-
-    async def call(self: MCPBridge, *args: Any, **kwargs: Any) -> Any:
-        stamps.append(clock())
-        return await original(self, *args, **kwargs)
-
-    MCPBridge.call = call  # type: ignore[method-assign]
-    try:
+    with noting(MCPBridge, "call", lambda: stamps.append(clock())):
         yield stamps
-    finally:
-        MCPBridge.call = original  # type: ignore[method-assign]
 
 
 @contextmanager
