@@ -60,7 +60,7 @@ async def run_call(call: dict[str, Any], payload: dict[str, Any], services: Serv
 
     async def send(arguments: dict[str, Any]) -> CallOutcome:
         return await dispatch.call_with_retry(
-            bridge, spec, arguments,
+            pinning.RecheckedRetries(bridge, spec), spec, arguments,
             timeout_s=settings.get("tool_timeout_s", 30.0),
             max_attempts=1 + max(payload.get("retries_left", 0), 0),
         )

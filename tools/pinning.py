@@ -11,7 +11,8 @@ description, input schema, annotations) with the pinned one: a different or miss
 refuses the call with `tool_changed`, and a server that cannot list its tools gets no call. A
 read-only call to a trusted server may be checked against that server's last listing while the
 server's own freshness hint says it stands (tools/fresh_listing.py); a call with side effects is
-always checked against a listing asked for it, so a dead server refuses it unsent.
+always checked against a listing asked for it, so a dead server refuses it unsent. A retry is
+checked again (`RecheckedRetries`): the attempt before it may have restarted the server.
 """
 
 from __future__ import annotations
@@ -61,6 +62,24 @@ class PinnedCalls:
             return CallOutcome("unknown_tool", text=NOT_PINNED.format(tool=qualified_name(server, tool)), detail="not pinned at intake")
         if refusal := await changed(self._bridge, spec):
             return refusal
+        return await self._bridge.call(server, tool, arguments, timeout_s=timeout_s, on_progress=on_progress)
+
+
+class RecheckedRetries:
+    """The bridge for one call's attempts (dispatch.call_with_retry): the caller checked the first
+    attempt; each retry is checked again, because the attempt before it may have found the server
+    dead and restarted it, and the new process may define the tool otherwise."""
+
+    def __init__(self, bridge: Any, spec: ToolSpec) -> None:
+        self._bridge = bridge
+        self._spec = spec
+        self._attempted = False
+
+    async def call(self, server: str, tool: str, arguments: dict[str, Any] | None, *, timeout_s: float,
+                   on_progress: Any = None) -> CallOutcome:
+        if self._attempted and (refusal := await changed(self._bridge, self._spec)):
+            return refusal
+        self._attempted = True
         return await self._bridge.call(server, tool, arguments, timeout_s=timeout_s, on_progress=on_progress)
 
 

@@ -249,3 +249,36 @@ async def test_a_tool_change_the_server_announces_ends_its_standing_listing_at_o
         await bridge.features("shifty").on_message(ToolListChangedNotification())
         second = await lookups(bridge, "b")
     assert [outcome.status for outcome in first + second] == ["ok", "tool_changed"]
+
+
+def server_pid(marker: str) -> int:
+    """The pid of the shifty server this test started: the one whose command line holds `marker`."""
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                command = (entry / "cmdline").read_bytes().decode(errors="replace")
+            except OSError:
+                continue
+            if "shifty_server.py" in command and marker in command:
+                return int(entry.name)
+    raise AssertionError(f"no shifty server with {marker} in its command line")
+
+
+async def test_a_read_retried_after_its_dead_server_restarted_is_checked_against_the_new_process(db_url, tmp_path):
+    """Between two reads the server dies and comes back as a version that redefines `lookup`. The
+    standing listing lets the first attempt go to the dead connection; the retry reaches the new
+    process, and must be checked against it first."""
+    changed, calls = tmp_path / "changed", tmp_path / "calls.log"
+    settings = settings_for(tmp_path, [step(calls=[lookup("a")]), step(calls=[lookup("b")]), step("looked up")],
+                            "--change", "description", "--changed-while", str(changed), "--calls", str(calls), "--ttl-ms", "60000")
+
+    def kill_after_the_first_call(node: str, update: dict[str, Any], state: dict[str, Any]) -> None:
+        if node == "execute" and not changed.exists():
+            changed.touch()  # the next process starts with `lookup` redefined
+            os.kill(server_pid(str(calls)), signal.SIGKILL)
+
+    async with Runner(db_url) as runner:
+        report = await runner.start(Task(goal="look keys up"), settings, thread_id="retry-pin", observe=kill_after_the_first_call)
+    assert report.status == Terminal.SUCCESS, report.values.get("ending")
+    assert [obs["status"] for obs in report.values["observations"]] == ["ok", "tool_changed"]
+    assert calls.read_text() == "lookup a\n", "the redefined tool must not run"
