@@ -9,7 +9,10 @@ Retry rule: a call is retried only when running it twice has the effect of runni
 i.e. the tool is read-only or idempotent, *and* that claim comes from a trusted server (an
 untrusted server's hint may not relax anything, and a retry is a relaxation). Only `timeout`
 and `server_unavailable` are retried; a `tool_error` is an answer, not a transient. A server
-the bridge already knows to be down (nothing was dispatched) is not waited for. Delays are
+the bridge already knows to be down (nothing was dispatched) is not waited for, and a retry that
+is not sent (the server cannot be reached, or the check before it refuses: tools/pinning.py)
+ends the retries with the outcome of the last attempt that was sent, since that attempt's
+effect, if any, is what stays unknown. Delays are
 exponential with full jitter: uniform(0, min(max_delay_s, base_delay_s * 2**(n-1))).
 No attempt outlives the run's deadline (graph/deadline.py): its timeout is the smaller of the
 tool's and the wall-clock budget left, and no retry starts once the deadline has passed.
@@ -64,7 +67,7 @@ async def call_with_retry(
 ) -> CallOutcome:
     """Call `spec` until it gives a non-transient outcome or the attempts run out.
 
-    The outcome is the last attempt's, with `attempts` = calls actually dispatched and
+    The outcome is the last sent attempt's, with `attempts` = calls actually dispatched and
     `latency_ms` = time spent in the tool over all attempts (backoff sleeps excluded).
     """
     if max_attempts < 1:
@@ -73,7 +76,11 @@ async def call_with_retry(
     allowed = max_attempts if is_retryable(spec) else 1
     dispatched, latency_ms = 0, 0.0
     for attempt in range(1, allowed + 1):
-        outcome = await bridge.call(spec.server, spec.name, arguments, timeout_s=deadline.bound(timeout_s), on_progress=on_progress)
+        latest = await bridge.call(spec.server, spec.name, arguments, timeout_s=deadline.bound(timeout_s), on_progress=on_progress)
+        if latest.attempts == 0 and dispatched > 0:
+            outcome = dataclasses.replace(outcome, detail=f"{outcome.detail}; the retry was not sent: {latest.detail or latest.status}")
+            break
+        outcome = latest
         dispatched += outcome.attempts
         latency_ms += outcome.latency_ms
         if outcome.status not in RETRYABLE_STATUSES or outcome.attempts == 0 or attempt == allowed or deadline.passed():

@@ -266,10 +266,11 @@ def server_pid(marker: str) -> int:
 
 async def test_a_read_retried_after_its_dead_server_restarted_is_checked_against_the_new_process(db_url, tmp_path):
     """Between two reads the server dies and comes back as a version that redefines `lookup`. The
-    standing listing lets the first attempt go to the dead connection; the retry reaches the new
-    process, and must be checked against it first."""
+    standing listing lets the first attempt go to the dead connection; the retry would reach the new
+    process, and is checked against it first: refused, it is not sent, and the read stays
+    unanswered (the attempt that was sent); the next read is refused at once."""
     changed, calls = tmp_path / "changed", tmp_path / "calls.log"
-    settings = settings_for(tmp_path, [step(calls=[lookup("a")]), step(calls=[lookup("b")]), step("looked up")],
+    settings = settings_for(tmp_path, [step(calls=[lookup("a")]), step(calls=[lookup("b")]), step(calls=[lookup("c")]), step("looked up")],
                             "--change", "description", "--changed-while", str(changed), "--calls", str(calls), "--ttl-ms", "60000")
 
     def kill_after_the_first_call(node: str, update: dict[str, Any], state: dict[str, Any]) -> None:
@@ -280,5 +281,7 @@ async def test_a_read_retried_after_its_dead_server_restarted_is_checked_against
     async with Runner(db_url) as runner:
         report = await runner.start(Task(goal="look keys up"), settings, thread_id="retry-pin", observe=kill_after_the_first_call)
     assert report.status == Terminal.SUCCESS, report.values.get("ending")
-    assert [obs["status"] for obs in report.values["observations"]] == ["ok", "tool_changed"]
+    observations = report.values["observations"]
+    assert [obs["status"] for obs in observations] == ["ok", "server_unavailable", "tool_changed"]
+    assert "the retry was not sent: definition pinned at intake" in observations[1]["detail"]
     assert calls.read_text() == "lookup a\n", "the redefined tool must not run"

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from tools import pinning
 from tools.bridge import MCPBridge
 from tools.config import load_servers
 from tools.dispatch import call_with_retry, bound_text
@@ -111,3 +112,16 @@ def test_long_text_keeps_head_and_tail_and_says_what_was_cut() -> None:
 def test_bound_text_needs_room_for_its_marker() -> None:
     with pytest.raises(ValueError, match="max_chars must be at least 200 \\(got 50\\)"):
         bound_text("x" * 1000, 50)
+
+
+async def test_a_retry_that_is_not_sent_leaves_the_outcome_of_the_attempt_that_was(shared_bridge: MCPBridge) -> None:
+    """The check before a retry refuses it (here, a pin the server's definition no longer matches):
+    the call's outcome is the timeout of the attempt that was sent, whose effect is what stays
+    unknown (a ledger keeps it so), with the refusal in its detail; not the refusal."""
+    live = spec_of(shared_bridge, "probe__flaky")
+    pinned = dataclasses.replace(live, description=live.description + " (as pinned)")
+    sleeps = RecordedSleeps()
+    outcome = await call_with_retry(pinning.RecheckedRetries(shared_bridge, pinned), pinned, {"key": "retry-refused", "hangs": 1},
+                                    timeout_s=0.2, max_attempts=3, sleep=sleeps)
+    assert (outcome.status, outcome.attempts, len(sleeps)) == ("timeout", 1, 1)
+    assert "the retry was not sent: definition pinned at intake" in outcome.detail
