@@ -58,9 +58,11 @@ async def run_call(call: dict[str, Any], payload: dict[str, Any], services: Serv
         text = DENIED_AT_DISPATCH.format(name=call["name"], rule=verdict.rule_id, reason=verdict.reason)
         return await record_outcome(call, CallOutcome("denied", text=text, detail=text), settings, services, started=started, phase=phase)
 
+    rechecked = pinning.RecheckedRetries(bridge, spec)  # send_once checks the first send; this, every retry and re-send
+
     async def send(arguments: dict[str, Any]) -> CallOutcome:
         return await dispatch.call_with_retry(
-            pinning.RecheckedRetries(bridge, spec), spec, arguments,
+            rechecked, spec, arguments,
             timeout_s=settings.get("tool_timeout_s", 30.0),
             max_attempts=1 + max(payload.get("retries_left", 0), 0),
         )

@@ -66,9 +66,9 @@ class PinnedCalls:
 
 
 class RecheckedRetries:
-    """The bridge for one call's attempts (dispatch.call_with_retry): the caller checked the first
-    attempt; each retry is checked again, because the attempt before it may have found the server
-    dead and restarted it, and the new process may define the tool otherwise."""
+    """The bridge for one call's attempts (dispatch.call_with_retry, and the ledger's re-sends):
+    the caller checked the first; each later one is checked again, because the attempt before it
+    may have found the server dead and restarted it, and the new process may define the tool otherwise."""
 
     def __init__(self, bridge: Any, spec: ToolSpec) -> None:
         self._bridge = bridge
