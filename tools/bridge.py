@@ -283,8 +283,9 @@ class _Connection:
         self.start_error: ServerStartError | None = None
         self._listing: asyncio.Task[list[Tool] | None] | None = None
         """The `tools/list` in flight for calls about to be dispatched, if any."""
-        self.fresh: FreshListing[list[Tool]] = FreshListing(trusted=config.trusted)
-        self.features.on_tools_changed.append(self.fresh.forget)
+        self._fresh: FreshListing[list[Tool]] = FreshListing(trusted=config.trusted)
+        """The last listing, while the server's own freshness hint lets it stand (tools/fresh_listing.py)."""
+        self.features.on_tools_changed.append(self._fresh.forget)
         self._log_offset = 0
         """Where this attempt's stderr starts in the (appended) log file."""
         self._settled = asyncio.Event()
@@ -359,7 +360,7 @@ class _Connection:
             return None
         client = self.client
         assert client is not None
-        tools = self.fresh.standing() if standing else None
+        tools = self._fresh.standing() if standing else None
         if tools is None:
             if self._listing is None or self._listing.done():
                 self._listing = asyncio.create_task(self._list_now(client, timeout_s), name=f"mcp-list:{self.config.name}")
@@ -367,14 +368,18 @@ class _Connection:
         return None if tools is None else [self._spec(tool) for tool in tools]
 
     async def _list_now(self, client: Client, timeout_s: float) -> list[Tool] | None:
-        asked = self.fresh.ask()
         try:
             with anyio.fail_after(timeout_s):
-                tools, ttl_ms = await _list_all_tools(client)
+                return await self._list_and_keep(client)
         except Exception as exc:  # a timeout, an MCP error, a broken stream: the listing cannot be trusted
             logger.info("MCP server %r: re-listing tools failed (%s)", self.config.name, self.redactor.text(_describe(_root(exc))))
             return None
-        self.fresh.keep(tools, ttl_ms, asked)
+
+    async def _list_and_keep(self, client: Client) -> list[Tool]:
+        """All the server's tools, kept as the standing listing for as long as the server's hint allows."""
+        asked = self._fresh.ask()
+        tools, ttl_ms = await _list_all_tools(client)
+        self._fresh.keep(tools, ttl_ms, asked)
         return tools
 
     async def call(self, tool: str, arguments: dict[str, Any], *, timeout_s: float, on_progress: ProgressFn | None) -> CallOutcome:
@@ -498,10 +503,8 @@ class _Connection:
                         self.pid = _find_child_by_stderr(self.log_path)
                         if self.pid is not None:
                             self.pids.append(self.pid)
-                    self.fresh.forget()  # a new connection (after a reconnect, perhaps another version of the server)
-                    asked = self.fresh.ask()
-                    self.tools, ttl_ms = await _list_all_tools(client)
-                    self.fresh.keep(self.tools, ttl_ms, asked)
+                    self._fresh.forget()  # a new connection (after a reconnect, perhaps another version of the server)
+                    self.tools = await self._list_and_keep(client)
                     self.client, ready = client, True
                     self._ready_once = True
                     deadline.deadline = math.inf  # the scope stays open (anyio nesting); only startup is bounded

@@ -161,8 +161,7 @@ async def test_a_send_naming_a_call_its_runs_state_does_not_hold_makes_no_call(d
 
 
 async def test_calls_made_through_pinned_calls_such_as_compensations_get_the_same_check(tmp_path):
-    servers = load_servers({"mcpServers": {"shifty": {"command": sys.executable, "args": [SHIFTY, "--change", "schema"], "trusted": True}}})
-    async with MCPBridge(servers, log_dir=tmp_path) as bridge:
+    async with shifty_bridge(tmp_path, "--change", "schema") as bridge:
         calls = pinning.PinnedCalls(bridge, pinning.registry_of(pinning.pin(bridge.specs())))
         first = await calls.call("shifty", "lookup", {"key": "a"}, timeout_s=10)
         second = await calls.call("shifty", "lookup", {"key": "b"}, timeout_s=10)
