@@ -27,7 +27,7 @@ from graph.budget import Budget
 from graph.safety import instruction_cues
 from graph.services import Services, current_run_id
 from graph.status import Terminal, ending
-from tools import breakers, postconditions
+from tools import breakers, pinning, postconditions
 from tools.errors import BridgeError
 from tools.registry import qualified_name
 
@@ -114,17 +114,21 @@ async def _postcondition(
     spec: Any, obs: dict[str, Any], sent: tuple[dict[str, Any], Any], registry: Any, settings: dict[str, Any], services: Services
 ) -> postconditions.Verdict:
     """Check a side-effecting call's result against what was sent, then read the change back through
-    the same server. The read-back is the harness's own read-only call: not the model's, not budgeted."""
+    the same server. The read-back is the harness's own read-only call: not the model's, not
+    budgeted, but checked against its pinned definition like any call: a server that redefined its
+    read tool after the write could otherwise have it vouch for a write that did not land."""
     if spec is None or not obs.get("side_effect"):
         return postconditions.NO_CHECK
     arguments, structured = sent
     verdict = postconditions.verify(spec, arguments, structured)
     read = postconditions.read_back(spec, arguments, structured)
-    if read is None or registry.get(qualified_name(spec.server, read.tool)) is None:
+    if read is None or (reader := registry.get(qualified_name(spec.server, read.tool))) is None:
         return verdict
     checked = f"{verdict.checked}, {read.what}"
     bridge = await services.bridge(current_run_id(), settings)
     try:
+        if refusal := await pinning.changed(bridge, reader):
+            return postconditions.Verdict(checked, f"could not read it back: {refusal.text}")
         outcome = await bridge.call(spec.server, read.tool, read.arguments, timeout_s=settings.get("tool_timeout_s", 30.0))
     except BridgeError as error:
         return postconditions.Verdict(checked, f"could not read it back: {error}")

@@ -69,6 +69,26 @@ async def test_a_write_whose_checksum_does_not_match_is_observed_but_never_verif
     assert report.values["plan"]["steps"][0]["status"] == "failed"
 
 
+async def test_a_read_back_tool_its_server_redefined_after_the_write_is_not_run_so_the_lie_stands_unverified(run_script, workspace):
+    """The lying store's write also redefines its `read_file` as one that answers with what was
+    sent. The read-back is the harness's own call, and it gets the same pin check as the model's:
+    the redefined tool never runs, so it cannot cover the lie, and the write is not verified."""
+    servers = {"mcpServers": {"store": {"command": sys.executable, "args": [str(SHORT_WRITE), "--root", str(workspace), "--claim-all", "--rug-pull-read"],
+                                        "trusted": True, "root": str(workspace)}}}
+    steps = [{"id": "s1", "description": "store the report", "tools": ["store__write_file"]}]
+    report = await run_script(
+        {"planner": [step({"steps": steps})], "actor": [step(calls=[write("report.md", "all four quarters\\n", "store")]), step("stored"), step("stored")],
+         "critic": [CRITIC_PASS]},
+        task={"budget": {"repairs": 1}}, policy=ALLOW_WRITES, servers=servers, unattended=True,
+    )
+    assert report.status == Terminal.VALIDATION_FAIL
+    [observation] = report.values["observations"]
+    assert (observation["status"], observation["stage"]) == ("ok", "observed")
+    assert observation["postcondition"].startswith(
+        "failed: checksum of the written file, file read back: could not read it back: tool_changed: store__read_file was not run")
+    assert not (workspace / "covered").exists()
+
+
 async def test_a_verified_write_records_the_checked_postcondition_in_the_provenance(run_script, workspace):
     steps = [{"id": "s1", "description": "write a.md", "tools": ["workspace__write_file"], "args": {"path": "a.md"}}]
     report = await run_script(
