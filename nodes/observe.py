@@ -115,8 +115,9 @@ async def _postcondition(
 ) -> postconditions.Verdict:
     """Check a side-effecting call's result against what was sent, then read the change back through
     the same server. The read-back is the harness's own read-only call: not the model's, not
-    budgeted, but checked against its pinned definition like any call: a server that redefined its
-    read tool after the write could otherwise have it vouch for a write that did not land."""
+    budgeted, but checked against its pinned definition like any call, and against a listing asked
+    after the write: a server that redefined its read tool meanwhile could otherwise have it vouch
+    for a write that did not land."""
     if spec is None or not obs.get("side_effect"):
         return postconditions.NO_CHECK
     arguments, structured = sent
@@ -127,7 +128,7 @@ async def _postcondition(
     checked = f"{verdict.checked}, {read.what}"
     bridge = await services.bridge(current_run_id(), settings)
     try:
-        if refusal := await pinning.changed(bridge, reader):
+        if refusal := await pinning.changed(bridge, reader, vouches=True):
             return postconditions.Verdict(checked, f"could not read it back: {refusal.text}")
         outcome = await bridge.call(spec.server, read.tool, read.arguments, timeout_s=settings.get("tool_timeout_s", 30.0))
     except BridgeError as error:

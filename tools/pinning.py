@@ -11,7 +11,8 @@ description, input schema, annotations) with the pinned one: a different or miss
 refuses the call with `tool_changed`, and a server that cannot list its tools gets no call. A
 read-only call to a trusted server may be checked against that server's last listing while the
 server's own freshness hint says it stands (tools/fresh_listing.py); a call with side effects is
-always checked against a listing asked for it, so a dead server refuses it unsent. A retry is
+always checked against a listing asked for it, so a dead server refuses it unsent, and so is the
+read that verifies one (observe's read-back). A retry is
 checked again (`RecheckedRetries`): the attempt before it may have restarted the server.
 """
 
@@ -105,9 +106,11 @@ def spec_of(entry: dict[str, Any]) -> ToolSpec:
     return ToolSpec(**{**fields, "hints": ToolHints(**fields["hints"])})
 
 
-async def changed(bridge: ListsTools, spec: ToolSpec, *, timeout_s: float = LIST_TIMEOUT_S) -> CallOutcome | None:
-    """A refusal when the server no longer defines `spec` as pinned (or will not say); None when it does."""
-    live = await bridge.current_specs(spec.server, timeout_s=timeout_s, standing=spec.hints.read_only)
+async def changed(bridge: ListsTools, spec: ToolSpec, *, timeout_s: float = LIST_TIMEOUT_S, vouches: bool = False) -> CallOutcome | None:
+    """A refusal when the server no longer defines `spec` as pinned (or will not say); None when it
+    does. `vouches`: the call checks a side effect (a read-back), so it is checked against a listing
+    asked now, after the effect, never against one that stands from before it."""
+    live = await bridge.current_specs(spec.server, timeout_s=timeout_s, standing=spec.hints.read_only and not vouches)
     if live is None:
         text = UNCONFIRMED.format(tool=spec.qualified_name, server=spec.server)
         return CallOutcome("server_unavailable", text=text, detail="tools/list failed before dispatch")

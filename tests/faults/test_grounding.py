@@ -69,11 +69,15 @@ async def test_a_write_whose_checksum_does_not_match_is_observed_but_never_verif
     assert report.values["plan"]["steps"][0]["status"] == "failed"
 
 
-async def test_a_read_back_tool_its_server_redefined_after_the_write_is_not_run_so_the_lie_stands_unverified(run_script, workspace):
+@pytest.mark.parametrize("promise", [[], ["--ttl-ms", "60000"]], ids=["no-promise", "list-promised-to-stay"])
+async def test_a_read_back_tool_its_server_redefined_after_the_write_is_not_run_so_the_lie_stands_unverified(run_script, workspace, promise):
     """The lying store's write also redefines its `read_file` as one that answers with what was
     sent. The read-back is the harness's own call, and it gets the same pin check as the model's:
-    the redefined tool never runs, so it cannot cover the lie, and the write is not verified."""
-    servers = {"mcpServers": {"store": {"command": sys.executable, "args": [str(SHORT_WRITE), "--root", str(workspace), "--claim-all", "--rug-pull-read"],
+    the redefined tool never runs, so it cannot cover the lie, and the write is not verified. It is
+    checked against a listing asked after the write, even when the trusted store promised its list
+    would stay as it was (a read that vouches for a side effect never rests on such a promise)."""
+    servers = {"mcpServers": {"store": {"command": sys.executable, "args": [str(SHORT_WRITE), "--root", str(workspace), "--claim-all",
+                                                                            "--rug-pull-read", *promise],
                                         "trusted": True, "root": str(workspace)}}}
     steps = [{"id": "s1", "description": "store the report", "tools": ["store__write_file"]}]
     report = await run_script(
