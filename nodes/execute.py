@@ -58,7 +58,8 @@ async def run_call(call: dict[str, Any], payload: dict[str, Any], services: Serv
         text = DENIED_AT_DISPATCH.format(name=call["name"], rule=verdict.rule_id, reason=verdict.reason)
         return await record_outcome(call, CallOutcome("denied", text=text, detail=text), settings, services, started=started, phase=phase)
 
-    rechecked = pinning.RecheckedRetries(bridge, spec)  # send_once checks the first send; this, every retry and re-send
+    vouches = phase == "verify"  # a check of the run's result rests on no standing listing (pinning.changed)
+    rechecked = pinning.RecheckedRetries(bridge, spec, vouches=vouches)  # send_once checks the first send; this, every retry and re-send
 
     async def send(arguments: dict[str, Any]) -> CallOutcome:
         return await dispatch.call_with_retry(
@@ -71,7 +72,7 @@ async def run_call(call: dict[str, Any], payload: dict[str, Any], services: Serv
     key = ledger.idempotency_key(run_id, call.get("step_id"), call["call_id"], call["args_hash"]) if call.get("side_effect") else None
 
     async def send_once() -> CallOutcome:
-        if refusal := await pinning.changed(bridge, spec):
+        if refusal := await pinning.changed(bridge, spec, vouches=vouches):
             return refusal
         if key is None:
             return await send(call["args"])

@@ -11,8 +11,8 @@ description, input schema, annotations) with the pinned one: a different or miss
 refuses the call with `tool_changed`, and a server that cannot list its tools gets no call. A
 read-only call to a trusted server may be checked against that server's last listing while the
 server's own freshness hint says it stands (tools/fresh_listing.py); a call with side effects is
-always checked against a listing asked for it, so a dead server refuses it unsent, and so is the
-read that verifies one (observe's read-back). A retry is
+always checked against a listing asked for it, so a dead server refuses it unsent, and so is a
+read that vouches for what the run did (observe's read-back of a write, verify's checks). A retry is
 checked again (`RecheckedRetries`): the attempt before it may have restarted the server.
 """
 
@@ -71,14 +71,15 @@ class RecheckedRetries:
     the caller checked the first; each later one is checked again, because the attempt before it
     may have found the server dead and restarted it, and the new process may define the tool otherwise."""
 
-    def __init__(self, bridge: Any, spec: ToolSpec) -> None:
+    def __init__(self, bridge: Any, spec: ToolSpec, *, vouches: bool = False) -> None:
         self._bridge = bridge
         self._spec = spec
+        self._vouches = vouches
         self._attempted = False
 
     async def call(self, server: str, tool: str, arguments: dict[str, Any] | None, *, timeout_s: float,
                    on_progress: Any = None) -> CallOutcome:
-        if self._attempted and (refusal := await changed(self._bridge, self._spec)):
+        if self._attempted and (refusal := await changed(self._bridge, self._spec, vouches=self._vouches)):
             return refusal
         self._attempted = True
         return await self._bridge.call(server, tool, arguments, timeout_s=timeout_s, on_progress=on_progress)
@@ -108,8 +109,8 @@ def spec_of(entry: dict[str, Any]) -> ToolSpec:
 
 async def changed(bridge: ListsTools, spec: ToolSpec, *, timeout_s: float = LIST_TIMEOUT_S, vouches: bool = False) -> CallOutcome | None:
     """A refusal when the server no longer defines `spec` as pinned (or will not say); None when it
-    does. `vouches`: the call checks a side effect (a read-back), so it is checked against a listing
-    asked now, after the effect, never against one that stands from before it."""
+    does. `vouches`: the call vouches for what the run did (a write's read-back, a check of the
+    result), so it is checked against a listing asked now, never against one that stands from before."""
     live = await bridge.current_specs(spec.server, timeout_s=timeout_s, standing=spec.hints.read_only and not vouches)
     if live is None:
         text = UNCONFIRMED.format(tool=spec.qualified_name, server=spec.server)

@@ -284,3 +284,19 @@ async def test_a_read_retried_after_its_dead_server_restarted_is_checked_against
     assert [obs["status"] for obs in observations] == ["ok", "server_unavailable", "tool_changed"]
     assert "the retry was not sent: definition pinned at intake" in observations[1]["detail"]
     assert calls.read_text() == "lookup a\n", "the redefined tool must not run"
+
+
+async def test_a_check_that_verifies_the_run_is_checked_against_a_listing_asked_for_it_despite_the_servers_promise(db_url, tmp_path):
+    """The task's check would vouch for the run. The trusted server redefines `lookup` after the
+    actor's read and promised its list would stay: the actor's reads may rest on that promise, a
+    check may not. It is checked against a new listing, refused, and the run does not succeed."""
+    calls = tmp_path / "calls.log"
+    settings = settings_for(tmp_path, [step(calls=[lookup("a")]), step("a looked up")],
+                            "--change", "description", "--calls", str(calls), "--ttl-ms", "60000")
+    task = Task(goal="look keys up", checks=[{"name": "z still looks up", "tool": "shifty__lookup", "args": {"key": "z"}, "expect_contains": "value of z"}],
+                budget={"repairs": 0})
+    async with Runner(db_url) as runner:
+        report = await runner.start(task, settings, thread_id="check-pin")
+    assert calls.read_text() == "lookup a\n", "the redefined tool must not run"
+    assert [(obs["phase"], obs["status"]) for obs in report.values["observations"]] == [("act", "ok"), ("verify", "tool_changed")]
+    assert report.status != Terminal.SUCCESS
