@@ -61,6 +61,8 @@ from tools.config import load_servers
 
 SYSTEMS = ("boundloop", *PEERS)
 REPETITIONS = 5
+SETTLING = 10
+"""Iterations at the start of a run left out of its in-run time per iteration (`in_run`)."""
 SOAK_RUNS = 3
 """A soak's last/first ratio moves by a third between runs on this machine: one run proves little."""
 THREAD_ROWS = """
@@ -215,35 +217,48 @@ async def open_bench(stack: AsyncExitStack, url: str, *, warm_up: bool = True) -
 
 
 async def iterations(bench: Bench, reps: int, small: int = 20, large: int = 60) -> dict[str, Any]:
-    """Marginal wall and CPU ms per iteration ((T(large) - T(small)) / (large - small)), and rows,
-    psycopg waits and tool listings per iteration (same difference, from the last repetition).
-    Every system's runs count their waits, so the counting's cost (a call per wait) is shared."""
+    """Marginal wall and CPU ms per iteration ((T(large) - T(small)) / (large - small)); in-run wall
+    ms per iteration (`in_run`, from the large run alone); and rows, psycopg waits and tool listings
+    per iteration (the marginal difference, from the last repetition). Every system's runs count
+    their waits and time their calls, so what the counting costs is shared."""
     print(f"\n## per iteration (marginal between {small} and {large} iterations; {reps} repetitions; load before {load()})")
     wall: dict[str, list[float]] = {system: [] for system in SYSTEMS}
     cpu: dict[str, list[float]] = {system: [] for system in SYSTEMS}
+    steady: dict[str, list[float]] = {system: [] for system in SYSTEMS}
     counts: dict[str, list[float]] = {}
     for rep in range(reps):
         for system in random.sample(SYSTEMS, len(SYSTEMS)):
             figures = []
             for size in (small, large):
                 thread_id = f"it-{system}-{size}-{uuid.uuid4().hex[:8]}"
-                with round_trips() as waits, tool_listings() as listings:
+                with round_trips() as waits, tool_listings() as listings, call_times() as stamps:
                     figures.append((*(await bench.run(system, size, thread_id)), waits[0], listings[0], thread_id))
             (w1, c1, n1, l1, t1), (w2, c2, n2, l2, t2) = figures
             wall[system].append((w2 - w1) / (large - small) * 1000)
             cpu[system].append((c2 - c1) / (large - small) * 1000)
+            steady[system].append(in_run(stamps))
             if rep == reps - 1:
                 rows = [(*(await bench.rows(t))[:3], n, listed) for t, n, listed in ((t1, n1, l1), (t2, n2, l2))]
                 counts[system] = [(b - a) / (large - small) for a, b in zip(*rows)]
     for system in SYSTEMS:
         ratio_wall = [ours / peer for ours, peer in zip(wall["boundloop"], wall[system])]
         ratio_cpu = [ours / peer for ours, peer in zip(cpu["boundloop"], cpu[system])]
+        ratio_steady = [ours / peer for ours, peer in zip(steady["boundloop"], steady[system])]
         checkpoints, writes, blobs, trips, listings = counts[system]
-        print(f"{system:>12}: wall {spread(wall[system])} ms, CPU {spread(cpu[system])} ms; "
-              f"boundloop/{system}: wall {spread(ratio_wall, 2)}x, CPU {spread(ratio_cpu, 2)}x; "
+        print(f"{system:>12}: wall {spread(wall[system])} ms, CPU {spread(cpu[system])} ms, in-run wall {spread(steady[system], 2)} ms; "
+              f"boundloop/{system}: wall {spread(ratio_wall, 2)}x, CPU {spread(ratio_cpu, 2)}x, in-run wall {spread(ratio_steady, 2)}x; "
               f"checkpoints/writes/blobs/psycopg waits/tools lists {checkpoints:.1f} / {writes:.1f} / {blobs:.1f} / {trips:.1f} / {listings:.2f}")
     print(f"load after {load()}")
-    return {"wall": wall, "cpu": cpu, "counts": counts}
+    return {"wall": wall, "cpu": cpu, "steady": steady, "counts": counts}
+
+
+def in_run(stamps: list[float], skip: int = SETTLING) -> float:
+    """Wall ms per iteration within one run: the mean from the MCP call of iteration `skip` (or the
+    first, in a run too short for that) to the last. No run's start or end is in it, so it does not
+    move with them, as the marginal (a difference of two runs' totals) does; a goal check or a slow
+    step inside the span counts in full."""
+    kept = stamps[min(skip, len(stamps) - 2):]
+    return (kept[-1] - kept[0]) / (len(kept) - 1) * 1000
 
 
 async def storage(bench: Bench, sizes: list[int]) -> dict[str, dict[int, int]]:
@@ -396,6 +411,7 @@ def table(per_it: dict[str, Any], payload: dict[str, dict[int, int]], waves: dic
              "|---|---|---|---|"]
     lines.append("| marginal wall ms per iteration | " + " | ".join(cell(per_it["wall"], s) for s in SYSTEMS) + " |")
     lines.append("| marginal CPU ms per iteration | " + " | ".join(cell(per_it["cpu"], s) for s in SYSTEMS) + " |")
+    lines.append("| in-run wall ms per iteration | " + " | ".join(cell(per_it["steady"], s, 2) for s in SYSTEMS) + " |")
     lines.append("| checkpoints / write rows / blob rows / psycopg waits (DB round trips) / `tools/list` per iteration | "
                  + " | ".join(" / ".join(f"{x:.1f}" for x in per_it["counts"][s]) for s in SYSTEMS) + " |")
     for size in sizes:

@@ -6,8 +6,8 @@ from contextlib import AsyncExitStack
 
 import pytest
 
-from tests.benchmarks.peer import (SYSTEMS, call_times, concurrency, iterations, model_requests, model_share, open_bench, parser, read,
-                                   repetitions, run, soak)
+from tests.benchmarks.peer import (SYSTEMS, call_times, concurrency, in_run, iterations, model_requests, model_share, open_bench, parser,
+                                   read, repetitions, run, soak)
 from tools import fresh_listing
 
 
@@ -21,6 +21,13 @@ async def test_the_per_iteration_comparison_runs_at_a_tiny_size(db_url: str) -> 
         assert checkpoints >= 1 and writes >= 1 and waits >= 1, (system, figures["counts"][system])
         assert listings == 0, (system, "one more iteration of a read from the trusted workspace server lists no tools")
         assert len(figures["wall"][system]) == len(figures["cpu"][system]) == 1
+        [steady] = figures["steady"][system]
+        assert steady > 0, (system, "the large run's two calls are an iteration apart")
+
+
+def test_the_in_run_time_per_iteration_leaves_out_the_settling_iterations_unless_the_run_is_too_short() -> None:
+    assert in_run([0.0, 5.0, 6.0, 7.5], skip=1) == pytest.approx(1250.0)  # iterations 1..3: the slow first one is left out
+    assert in_run([0.0, 0.5], skip=10) == pytest.approx(500.0)
 
 
 async def test_the_soak_runs_for_boundloop_and_the_peer_at_a_tiny_size(db_url: str, capsys) -> None:
