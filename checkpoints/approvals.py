@@ -30,6 +30,9 @@ WHERE decision IS NULL AND (%(thread_id)s::text IS NULL OR thread_id = %(thread_
 ORDER BY created_at"""
 GET = "SELECT * FROM boundloop_approvals WHERE thread_id = %s AND call_id = %s"
 HISTORY = "SELECT * FROM boundloop_approvals WHERE thread_id = %s ORDER BY created_at, call_id"
+QUESTIONS_ASKED = "SELECT EXISTS (SELECT 1 FROM boundloop_approvals WHERE thread_id = %s AND tool = %s) AS asked"
+QUESTION_TOOL = "elicitation"
+"""The `tool` of the row of a server's question to the human (graph/elicitation.py), not a call's approval."""
 EXPIRY_APPROVER = "boundloop:expiry"
 DECIDE = """
 UPDATE boundloop_approvals
@@ -78,6 +81,13 @@ async def history(pool: AsyncConnectionPool, thread_id: str) -> list[Approval]:
     async with pool.connection() as conn:
         rows = await (await conn.execute(HISTORY, (thread_id,))).fetchall()
     return [Approval(**row) for row in rows]
+
+
+async def questions_asked(pool: AsyncConnectionPool, thread_id: str) -> bool:
+    """Whether any server's question (elicitation, graph/elicitation.py) was ever recorded for the run."""
+    async with pool.connection() as conn:
+        row = await (await conn.execute(QUESTIONS_ASKED, (thread_id, QUESTION_TOOL))).fetchone()
+    return bool(row and row["asked"])
 
 
 async def get_approval(pool: AsyncConnectionPool, thread_id: str, call_id: str) -> Approval | None:

@@ -25,6 +25,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from checkpoints import approvals, store
 from checkpoints.errors import ApprovalRefused
 from graph.budget import add_usage
+from graph.faults import crash_point
 from tools import secrets
 from tools.client_features import CallScope, invalid, with_defaults
 
@@ -50,10 +51,14 @@ class ElicitationAnswer(BaseModel):
 class Questions:
     """The questions one call's server asked, asked in turn at interrupts, and their answers."""
 
-    def __init__(self, call: dict[str, Any], scope: CallScope, pool: Any, run_id: str, *, user: str | None, repeats_blindly: bool) -> None:
+    def __init__(self, call: dict[str, Any], scope: CallScope, pool: Any, run_id: str, *, user: str | None, repeats_blindly: bool,
+                 maybe_recorded: bool = True) -> None:
         self.call, self.scope, self.pool, self.run_id, self.user = call, scope, pool, run_id, user
         self.repeats_blindly = repeats_blindly
         """A re-send could repeat an effect (side effects, not safe to repeat): the question warns."""
+        self.maybe_recorded = maybe_recorded
+        """Whether a question of this call may be recorded already (Services.questions_may_be_recorded);
+        when not, until this call records one, there is nothing to look up."""
         self.count = 0
 
     def ask_id(self, number: int) -> str:
@@ -62,6 +67,8 @@ class Questions:
     async def answer_recorded(self) -> None:
         """Put the answer of every recorded question not yet answered here into the scope; the
         first one without an answer interrupts the run (`GraphInterrupt`)."""
+        if not self.maybe_recorded:
+            return
         while (recorded := await approvals.get_approval(self.pool, self.run_id, self.ask_id(self.count))) is not None:
             question = recorded.payload
             self.scope.answers[question["key"]] = await self._ask({key: value for key, value in question.items() if key != "spent"})
@@ -78,14 +85,16 @@ class Questions:
                    "tool": asked["tool"], "message": asked["message"], "schema": asked["schema"], "key": asked["key"],
                    "resend_warning": RESENT.format(name=self.call["name"]) if self.repeats_blindly else None,
                    "spent": self.scope.spent.pop("usage", None)}
-        await approvals.request_approval(self.pool, thread_id=self.run_id, call_id=request["call_id"], tool="elicitation",
+        await approvals.request_approval(self.pool, thread_id=self.run_id, call_id=request["call_id"], tool=approvals.QUESTION_TOOL,
                                          args_hash="", expires_at=None, payload=request)
+        self.maybe_recorded = True
         for event in self.scope.events:  # what the stopped send's server asked before the question
             await store.append_trace(self.pool, self.run_id, "mcp_request", node=phase, data=secrets.redact(event))
         self.scope.events.clear()
         await store.append_trace(self.pool, self.run_id, "mcp_request", node=phase, data=secrets.redact(
             {"kind": "elicitation", "tool": asked["tool"], "server": asked["server"], "message": asked["message"],
              "schema": asked["schema"], "action": "asked", "why": f"the call was stopped; the run waits at {request['call_id']}"}))
+        crash_point("question:recorded")
 
     async def _ask(self, request: dict[str, Any]) -> dict[str, Any]:
         """Interrupt until an answer fits the question's schema (at most MAX_ANSWERS times)."""

@@ -19,6 +19,7 @@ from typing import Any
 from langgraph.config import get_config
 from psycopg_pool import AsyncConnectionPool
 
+from checkpoints import approvals
 from checkpoints.lease import LeaseHolder
 from graph.stops import Stops
 from tools import pinning
@@ -75,6 +76,8 @@ class Services:
         """Per run, the registry built from its pins, with their version."""
         self._write_locks: dict[str, asyncio.Lock] = {}
         self._drives: dict[str, tuple[asyncio.Lock, int]] = {}
+        self._asked: dict[str, bool] = {}
+        """Per run driven here: whether a server's question was recorded for it when its drive began."""
         self.stops = Stops()
         """Where a drive the Runner cancels may stop (graph/stops.py); every node passes through it."""
         self.graph_version = ""
@@ -93,6 +96,7 @@ class Services:
             leases = await self._lease_holder()
             try:
                 async with leases.lease(run_id):
+                    self._asked[run_id] = await approvals.questions_asked(await self.pool(), run_id)  # read under the lease
                     try:
                         yield
                     except BaseException as error:
@@ -100,7 +104,17 @@ class Services:
                             await asyncio.shield(on_error(error))
                         raise
             finally:
+                self._asked.pop(run_id, None)
                 await asyncio.shield(self.close_run(run_id))  # a cancelled drive still reaps its servers
+
+    def questions_may_be_recorded(self, run_id: str) -> bool:
+        """Whether a call of the run may find a server's question recorded by an earlier attempt
+        (graph/elicitation.py): False only while this process drives the run and none was recorded
+        when the drive began. Only the lease holder records questions, and a question's call stops
+        the drive (an interrupt), so none can appear for a call of this drive that did not record
+        it. Then a call need not ask the database first; a run driven without a lease (the graph
+        called directly) always asks."""
+        return self._asked.get(run_id, True)
 
     @asynccontextmanager
     async def _one_drive_at_a_time(self, run_id: str) -> AsyncIterator[None]:

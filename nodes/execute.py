@@ -82,7 +82,8 @@ async def run_call(call: dict[str, Any], payload: dict[str, Any], services: Serv
 
     pool = await services.pool()
     questions = elicitation.Questions(call, scope, pool, run_id, user=settings.get("user"),
-                                      repeats_blindly=key is not None and not ledger.safe_to_repeat(spec))
+                                      repeats_blindly=key is not None and not ledger.safe_to_repeat(spec),
+                                      maybe_recorded=services.questions_may_be_recorded(run_id))
     with client_features.calling(scope):
         while True:  # until the server has no question left unanswered; each new one interrupts the run
             await questions.answer_recorded()

@@ -5,18 +5,21 @@ progress, roots."""
 from __future__ import annotations
 
 import json
+import signal
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from checkpoints import store
+from checkpoints import approvals, store
 from checkpoints.errors import ApprovalRefused
+from graph.services import Services
 from graph.status import Terminal
 from graph.task import RunSettings, Task
 from tests.graph.conftest import CRITIC_PASS, PLAN_ONE_STEP, step
-from tests.graph.test_cli import boundloop
+from tests.graph.test_cli import BOUNDLOOP, _env, boundloop
 
 ASKING_SERVER = Path(__file__).parents[1] / "tools" / "servers" / "asking_server.py"
 ASK = [{"name": "asking__ask", "args": {}}]
@@ -181,3 +184,51 @@ def test_the_question_is_answered_in_a_new_process_after_the_first_stopped_at_it
     traced = json.loads(boundloop("show", "asked", *common).stdout)["trace"]
     asked = [row["data"] for row in traced if row["kind"] == "mcp_request"]
     assert [(row["action"], row.get("content")) for row in asked] == [("asked", None), ("accept", {"colour": "red", "count": 3})]
+
+
+def test_a_question_recorded_just_before_a_kill_is_asked_on_resume_and_its_side_effect_acts_once(db_url, tmp_path):
+    """Killed after the server's question was recorded, before the run's stop at it was saved. The
+    resumed run, in a new process, finds the question and stops at it: the side effect stopped for it
+    is neither given up as unknown nor sent without its answer, and the answer completes it once."""
+    effects, servers, script, policy = tmp_path / "effects.txt", tmp_path / "servers.json", tmp_path / "script.json", tmp_path / "policy.json"
+    servers.write_text(json.dumps(_servers(sampling=False, effects=effects)))
+    script.write_text(json.dumps({"model_id": "scripted-test", "roles": {
+        "planner": [PLAN_ONE_STEP], "actor": [step(calls=NOTE), step("noted")], "critic": [CRITIC_PASS]}}))
+    policy.write_text(json.dumps(ALLOW_NOTE))
+    common = ["--json", "--database-url", db_url]
+    run = ["run", "Note it", "--model", "scripted", "--script", str(script), "--servers", str(servers), "--policy", str(policy),
+           "--workspace", str(tmp_path), "--thread", "asked-killed", *common]
+    killed = subprocess.run([BOUNDLOOP, *run], env=_env(BOUNDLOOP_CRASH_AT="question:recorded"), capture_output=True, text=True, timeout=180)
+    assert killed.returncode == -signal.SIGKILL, killed.stderr
+
+    resumed = boundloop("resume", "asked-killed", *common)
+    waiting = json.loads(resumed.stdout)
+    assert waiting["status"] == Terminal.MISSING_INFO, (resumed.stderr, waiting.get("ending"))
+    [question] = [item["value"] for item in waiting["interrupts"]]
+    assert question["type"] == "elicitation" and question["call_id"].endswith(".q0")
+    assert not effects.exists()
+
+    answered = boundloop("approve", "asked-killed", question["call_id"], "--answer", '{"colour": "red"}', *common)
+    assert json.loads(answered.stdout)["status"] == Terminal.SUCCESS, answered.stderr
+    assert effects.read_text() == "hello red\n"
+
+
+async def test_a_drive_reads_under_its_lease_whether_its_run_has_a_recorded_question(pool):
+    """A call looks for its recorded questions only when there may be one: the drive reads, under
+    the run's lease, whether any server question was ever recorded for the run (a call's approval is
+    not one). Without a drive in this process (the graph called directly) a call always looks."""
+    services = Services(pool=pool)
+    await approvals.request_approval(pool, thread_id="asked", call_id="a0.0.q0", tool=approvals.QUESTION_TOOL, args_hash="",
+                                     expires_at=None, payload={"type": "elicitation"})
+    await approvals.request_approval(pool, thread_id="approval", call_id="a0.0", tool="workspace__write_file", args_hash="h",
+                                     expires_at=None, payload={})
+    try:
+        assert services.questions_may_be_recorded("fresh")
+        known = {}
+        for run in ("fresh", "asked", "approval"):
+            async with services.driving(run):
+                known[run] = services.questions_may_be_recorded(run)
+        assert known == {"fresh": False, "asked": True, "approval": False}
+        assert services.questions_may_be_recorded("fresh"), "the drive ended: nothing is known of the run any more"
+    finally:
+        await services.aclose()
