@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import json
 import random
+import sys
 import time
 from dataclasses import dataclass
 from typing import Any, Awaitable, Callable
@@ -124,18 +125,22 @@ def backoff_s(retry: int, rng: random.Random) -> float:
 
 
 def classify(error: BaseException) -> _Failure | None:
-    """A provider failure and whether it is transient; None for errors that are not the provider's."""
-    import openai
-
-    if isinstance(error, openai.APITimeoutError):
-        return _Failure("the request timed out", retryable=True)
-    if isinstance(error, openai.APIConnectionError):
-        cause = error.__cause__ or error
-        return _Failure(f"cannot reach the provider ({type(cause).__name__}: {str(cause)[:200]})", retryable=True)
-    if isinstance(error, openai.APIStatusError):
-        code = error.status_code
-        return _Failure(f"HTTP {code} from the provider: {str(error.message)[:300]}", retryable=code in RETRYABLE_HTTP or code >= 500)
-    if isinstance(error, (json.JSONDecodeError, openai.APIResponseValidationError)):  # a 200 whose body is not an answer
+    """A provider failure and whether it is transient; None for errors that are not the provider's.
+    An error of the openai client's means its module is loaded; when it is not, it is not imported
+    (half a second) only to find that out."""
+    openai = sys.modules.get("openai")
+    unreadable: tuple[type[BaseException], ...] = (json.JSONDecodeError,)
+    if openai is not None:
+        if isinstance(error, openai.APITimeoutError):
+            return _Failure("the request timed out", retryable=True)
+        if isinstance(error, openai.APIConnectionError):
+            cause = error.__cause__ or error
+            return _Failure(f"cannot reach the provider ({type(cause).__name__}: {str(cause)[:200]})", retryable=True)
+        if isinstance(error, openai.APIStatusError):
+            code = error.status_code
+            return _Failure(f"HTTP {code} from the provider: {str(error.message)[:300]}", retryable=code in RETRYABLE_HTTP or code >= 500)
+        unreadable += (openai.APIResponseValidationError,)
+    if isinstance(error, unreadable):  # a 200 whose body is not an answer
         return _Failure(f"the provider's answer could not be read ({str(error)[:200]})", retryable=True)
     return None
 

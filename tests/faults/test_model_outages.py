@@ -4,6 +4,9 @@ UNAVAILABLE_DEP with the reason and resumes, an open model circuit sends nothing
 from __future__ import annotations
 
 import socket
+import subprocess
+import sys
+from pathlib import Path
 
 from graph.status import Terminal
 from tests.faults.conftest import MODEL, trace_of
@@ -69,3 +72,14 @@ async def test_a_dropped_connection_is_retried(run_provider):
         report = await run_provider(fake.base_url)
     assert report.status == Terminal.SUCCESS
     assert fake.count("critic") == 2 and report.values["usage"]["retries"] == 1
+
+
+def test_an_error_of_another_kind_than_the_providers_is_told_apart_without_importing_the_openai_client():
+    """A scripted model's error (or any but the client's) is not the provider's: no retry, and the
+    openai client, half a second to import, is not loaded to find that out; a malformed body still is."""
+    probe = ("import json, sys; from graph.model_calls import classify; "
+             "assert classify(RuntimeError('not the provider')) is None; "
+             "assert classify(json.JSONDecodeError('bad', '', 0)).retryable; "
+             "print('openai' in sys.modules)")
+    checked = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, cwd=Path(__file__).parents[2])
+    assert (checked.returncode, checked.stdout.strip()) == (0, "False"), checked.stderr
