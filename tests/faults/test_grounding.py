@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from pydantic import ValidationError
@@ -20,6 +21,21 @@ SHORT_WRITE = Path(__file__).parent / "servers" / "short_write.py"
 
 def write(path: str, content: str, server: str = "workspace") -> dict:
     return {"name": f"{server}__write_file", "args": {"path": path, "content": content}}
+
+
+async def unverified_store_write(run_script: Any, servers: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
+    """A run whose one step writes report.md through the `store` server, and cannot commit: its
+    report, and the write's observation, `ok` but never verified."""
+    steps = [{"id": "s1", "description": "store the report", "tools": ["store__write_file"]}]
+    report = await run_script(
+        {"planner": [step({"steps": steps})], "actor": [step(calls=[write("report.md", "all four quarters\\n", "store")]), step("stored"), step("stored")],
+         "critic": [CRITIC_PASS]},
+        task={"budget": {"repairs": 1}}, policy=ALLOW_WRITES, servers=servers, unattended=True,
+    )
+    assert report.status == Terminal.VALIDATION_FAIL
+    [observation] = report.values["observations"]
+    assert (observation["status"], observation["stage"]) == ("ok", "observed")
+    return report, observation
 
 
 async def test_a_failed_write_keeps_its_step_failed_though_another_file_was_written_and_commit_is_refused(run_script, workspace):
@@ -56,15 +72,7 @@ async def test_a_write_whose_checksum_does_not_match_is_observed_but_never_verif
         "store": {"command": sys.executable, "args": [str(SHORT_WRITE), "--root", str(workspace), *flags], "trusted": True,
                   "root": str(workspace)},
     }}
-    steps = [{"id": "s1", "description": "store the report", "tools": ["store__write_file"]}]
-    report = await run_script(
-        {"planner": [step({"steps": steps})], "actor": [step(calls=[write("report.md", "all four quarters\\n", "store")]), step("stored"), step("stored")],
-         "critic": [CRITIC_PASS]},
-        task={"budget": {"repairs": 1}}, policy=ALLOW_WRITES, servers=servers, unattended=True,
-    )
-    assert report.status == Terminal.VALIDATION_FAIL
-    [observation] = report.values["observations"]
-    assert (observation["status"], observation["stage"]) == ("ok", "observed")
+    report, observation = await unverified_store_write(run_script, servers)
     assert observation["postcondition"].startswith(failure)
     assert report.values["plan"]["steps"][0]["status"] == "failed"
 
@@ -79,15 +87,7 @@ async def test_a_read_back_tool_its_server_redefined_after_the_write_is_not_run_
     servers = {"mcpServers": {"store": {"command": sys.executable, "args": [str(SHORT_WRITE), "--root", str(workspace), "--claim-all",
                                                                             "--rug-pull-read", *promise],
                                         "trusted": True, "root": str(workspace)}}}
-    steps = [{"id": "s1", "description": "store the report", "tools": ["store__write_file"]}]
-    report = await run_script(
-        {"planner": [step({"steps": steps})], "actor": [step(calls=[write("report.md", "all four quarters\\n", "store")]), step("stored"), step("stored")],
-         "critic": [CRITIC_PASS]},
-        task={"budget": {"repairs": 1}}, policy=ALLOW_WRITES, servers=servers, unattended=True,
-    )
-    assert report.status == Terminal.VALIDATION_FAIL
-    [observation] = report.values["observations"]
-    assert (observation["status"], observation["stage"]) == ("ok", "observed")
+    _, observation = await unverified_store_write(run_script, servers)
     assert observation["postcondition"].startswith(
         "failed: checksum of the written file, file read back: could not read it back: tool_changed: store__read_file was not run")
     assert not (workspace / "covered").exists()
