@@ -109,12 +109,16 @@ class Services:
 
     def questions_may_be_recorded(self, run_id: str) -> bool:
         """Whether a call of the run may find a server's question recorded by an earlier attempt
-        (graph/elicitation.py): False only while this process drives the run and none was recorded
-        when the drive began. Only the lease holder records questions, and a question's call stops
-        the drive (an interrupt), so none can appear for a call of this drive that did not record
-        it. Then a call need not ask the database first; a run driven without a lease (the graph
-        called directly) always asks."""
+        (graph/elicitation.py): False only while this process drives the run and no question was
+        recorded for it, before the drive began or during it. Only the lease holder records
+        questions, so then a call need not ask the database first; a run driven without a lease
+        (the graph called directly) always asks."""
         return self._asked.get(run_id, True)
+
+    def question_recorded(self, run_id: str) -> None:
+        """A question was recorded for the run in this drive: every later call of the drive asks."""
+        if run_id in self._asked:
+            self._asked[run_id] = True
 
     @asynccontextmanager
     async def _one_drive_at_a_time(self, run_id: str) -> AsyncIterator[None]:

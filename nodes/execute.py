@@ -93,6 +93,7 @@ async def run_call(call: dict[str, Any], payload: dict[str, Any], services: Serv
             if key is not None:
                 await ledger.stop_for_question(pool, key, scope.question["key"])
             await questions.record(phase)
+            services.question_recorded(run_id)
     result = await record_outcome(call, outcome, settings, services, started=started, phase=phase)
     return await mcp_scope.settle(scope, result, services, phase=phase)
 

@@ -216,7 +216,8 @@ def test_a_question_recorded_just_before_a_kill_is_asked_on_resume_and_its_side_
 async def test_a_drive_reads_under_its_lease_whether_its_run_has_a_recorded_question(pool):
     """A call looks for its recorded questions only when there may be one: the drive reads, under
     the run's lease, whether any server question was ever recorded for the run (a call's approval is
-    not one). Without a drive in this process (the graph called directly) a call always looks."""
+    not one), and learns of one a call of its own records. Without a drive in this process (the
+    graph called directly) a call always looks."""
     services = Services(pool=pool)
     await approvals.request_approval(pool, thread_id="asked", call_id="a0.0.q0", tool=approvals.QUESTION_TOOL, args_hash="",
                                      expires_at=None, payload={"type": "elicitation"})
@@ -229,6 +230,9 @@ async def test_a_drive_reads_under_its_lease_whether_its_run_has_a_recorded_ques
             async with services.driving(run):
                 known[run] = services.questions_may_be_recorded(run)
         assert known == {"fresh": False, "asked": True, "approval": False}
+        async with services.driving("fresh"):
+            services.question_recorded("fresh")  # a call of this drive recorded one: the calls after it ask
+            assert services.questions_may_be_recorded("fresh")
         assert services.questions_may_be_recorded("fresh"), "the drive ended: nothing is known of the run any more"
     finally:
         await services.aclose()
