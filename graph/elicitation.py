@@ -17,7 +17,7 @@ it (tools/ledger.py).
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, Callable, Literal
 
 from langgraph.types import interrupt
 from pydantic import BaseModel, ConfigDict, ValidationError
@@ -52,13 +52,13 @@ class Questions:
     """The questions one call's server asked, asked in turn at interrupts, and their answers."""
 
     def __init__(self, call: dict[str, Any], scope: CallScope, pool: Any, run_id: str, *, user: str | None, repeats_blindly: bool,
-                 maybe_recorded: bool = True) -> None:
+                 may_be_recorded: Callable[[], bool] = lambda: True) -> None:
         self.call, self.scope, self.pool, self.run_id, self.user = call, scope, pool, run_id, user
         self.repeats_blindly = repeats_blindly
         """A re-send could repeat an effect (side effects, not safe to repeat): the question warns."""
-        self.maybe_recorded = maybe_recorded
-        """Whether a question of this call may be recorded already (Services.questions_may_be_recorded);
-        when not, until this call records one, there is nothing to look up."""
+        self.may_be_recorded = may_be_recorded
+        """Whether a question of the run may be recorded (Services.questions_may_be_recorded): when
+        not, there is nothing to look up."""
         self.count = 0
 
     def ask_id(self, number: int) -> str:
@@ -67,7 +67,7 @@ class Questions:
     async def answer_recorded(self) -> None:
         """Put the answer of every recorded question not yet answered here into the scope; the
         first one without an answer interrupts the run (`GraphInterrupt`)."""
-        if not self.maybe_recorded:
+        if not self.may_be_recorded():
             return
         while (recorded := await approvals.get_approval(self.pool, self.run_id, self.ask_id(self.count))) is not None:
             question = recorded.payload
@@ -87,7 +87,6 @@ class Questions:
                    "spent": self.scope.spent.pop("usage", None)}
         await approvals.request_approval(self.pool, thread_id=self.run_id, call_id=request["call_id"], tool=approvals.QUESTION_TOOL,
                                          args_hash="", expires_at=None, payload=request)
-        self.maybe_recorded = True
         for event in self.scope.events:  # what the stopped send's server asked before the question
             await store.append_trace(self.pool, self.run_id, "mcp_request", node=phase, data=secrets.redact(event))
         self.scope.events.clear()

@@ -83,7 +83,7 @@ async def run_call(call: dict[str, Any], payload: dict[str, Any], services: Serv
     pool = await services.pool()
     questions = elicitation.Questions(call, scope, pool, run_id, user=settings.get("user"),
                                       repeats_blindly=key is not None and not ledger.safe_to_repeat(spec),
-                                      maybe_recorded=services.questions_may_be_recorded(run_id))
+                                      may_be_recorded=lambda: services.questions_may_be_recorded(run_id))
     with client_features.calling(scope):
         while True:  # until the server has no question left unanswered; each new one interrupts the run
             await questions.answer_recorded()
@@ -93,7 +93,7 @@ async def run_call(call: dict[str, Any], payload: dict[str, Any], services: Serv
             if key is not None:
                 await ledger.stop_for_question(pool, key, scope.question["key"])
             await questions.record(phase)
-            services.question_recorded(run_id)
+            services.question_recorded(run_id)  # this call's next look, and every later call of the drive, asks
     result = await record_outcome(call, outcome, settings, services, started=started, phase=phase)
     return await mcp_scope.settle(scope, result, services, phase=phase)
 

@@ -224,7 +224,7 @@ async def iterations(bench: Bench, reps: int, small: int = 20, large: int = 60) 
     print(f"\n## per iteration (marginal between {small} and {large} iterations; {reps} repetitions; load before {load()})")
     wall: dict[str, list[float]] = {system: [] for system in SYSTEMS}
     cpu: dict[str, list[float]] = {system: [] for system in SYSTEMS}
-    steady: dict[str, list[float]] = {system: [] for system in SYSTEMS}
+    in_run_wall: dict[str, list[float]] = {system: [] for system in SYSTEMS}
     counts: dict[str, list[float]] = {}
     for rep in range(reps):
         for system in random.sample(SYSTEMS, len(SYSTEMS)):
@@ -236,20 +236,20 @@ async def iterations(bench: Bench, reps: int, small: int = 20, large: int = 60) 
             (w1, c1, n1, l1, t1), (w2, c2, n2, l2, t2) = figures
             wall[system].append((w2 - w1) / (large - small) * 1000)
             cpu[system].append((c2 - c1) / (large - small) * 1000)
-            steady[system].append(in_run(stamps))
+            in_run_wall[system].append(in_run(stamps))
             if rep == reps - 1:
                 rows = [(*(await bench.rows(t))[:3], n, listed) for t, n, listed in ((t1, n1, l1), (t2, n2, l2))]
                 counts[system] = [(b - a) / (large - small) for a, b in zip(*rows)]
     for system in SYSTEMS:
         ratio_wall = [ours / peer for ours, peer in zip(wall["boundloop"], wall[system])]
         ratio_cpu = [ours / peer for ours, peer in zip(cpu["boundloop"], cpu[system])]
-        ratio_steady = [ours / peer for ours, peer in zip(steady["boundloop"], steady[system])]
+        ratio_in_run = [ours / peer for ours, peer in zip(in_run_wall["boundloop"], in_run_wall[system])]
         checkpoints, writes, blobs, trips, listings = counts[system]
-        print(f"{system:>12}: wall {spread(wall[system])} ms, CPU {spread(cpu[system])} ms, in-run wall {spread(steady[system], 2)} ms; "
-              f"boundloop/{system}: wall {spread(ratio_wall, 2)}x, CPU {spread(ratio_cpu, 2)}x, in-run wall {spread(ratio_steady, 2)}x; "
+        print(f"{system:>12}: wall {spread(wall[system])} ms, CPU {spread(cpu[system])} ms, in-run wall {spread(in_run_wall[system], 2)} ms; "
+              f"boundloop/{system}: wall {spread(ratio_wall, 2)}x, CPU {spread(ratio_cpu, 2)}x, in-run wall {spread(ratio_in_run, 2)}x; "
               f"checkpoints/writes/blobs/psycopg waits/tools lists {checkpoints:.1f} / {writes:.1f} / {blobs:.1f} / {trips:.1f} / {listings:.2f}")
     print(f"load after {load()}")
-    return {"wall": wall, "cpu": cpu, "steady": steady, "counts": counts}
+    return {"wall": wall, "cpu": cpu, "in_run": in_run_wall, "counts": counts}
 
 
 def in_run(stamps: list[float], skip: int = SETTLING) -> float:
@@ -411,7 +411,7 @@ def table(per_it: dict[str, Any], payload: dict[str, dict[int, int]], waves: dic
              "|---|---|---|---|"]
     lines.append("| marginal wall ms per iteration | " + " | ".join(cell(per_it["wall"], s) for s in SYSTEMS) + " |")
     lines.append("| marginal CPU ms per iteration | " + " | ".join(cell(per_it["cpu"], s) for s in SYSTEMS) + " |")
-    lines.append("| in-run wall ms per iteration | " + " | ".join(cell(per_it["steady"], s, 2) for s in SYSTEMS) + " |")
+    lines.append("| in-run wall ms per iteration | " + " | ".join(cell(per_it["in_run"], s, 2) for s in SYSTEMS) + " |")
     lines.append("| checkpoints / write rows / blob rows / psycopg waits (DB round trips) / `tools/list` per iteration | "
                  + " | ".join(" / ".join(f"{x:.1f}" for x in per_it["counts"][s]) for s in SYSTEMS) + " |")
     for size in sizes:
