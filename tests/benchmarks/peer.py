@@ -73,6 +73,7 @@ SELECT (SELECT count(*) FROM checkpoints WHERE thread_id = %(t)s),
      + (SELECT coalesce(sum(octet_length(blob)), 0) FROM checkpoint_writes WHERE thread_id = %(t)s)
      + (SELECT coalesce(sum(octet_length(blob)), 0) FROM checkpoint_blobs WHERE thread_id = %(t)s)
 """
+GRAPH_STEPS = "SELECT count(*) FROM checkpoints WHERE thread_id = ANY(%s) AND (metadata->>'step')::int >= 1"
 
 
 def spread(values: list[float], digits: int = 1) -> str:
@@ -203,6 +204,13 @@ class Bench:
         assert row is not None
         return row[0], row[1], row[2], row[3]
 
+    async def graph_steps(self, thread_ids: list[str]) -> int:
+        """The graph steps the threads took: checkpoints after step 0 (-1 holds the input, 0 START's routing)."""
+        async with self.runner.pool.connection() as conn:
+            row = await (await conn.cursor(row_factory=tuple_row).execute(GRAPH_STEPS, (thread_ids,))).fetchone()
+        assert row is not None
+        return int(row[0])
+
 
 async def open_bench(stack: AsyncExitStack, url: str, *, warm_up: bool = True) -> Bench:
     root = Path(tempfile.mkdtemp(prefix="bench-peer-"))
@@ -278,35 +286,55 @@ async def storage(bench: Bench, sizes: list[int]) -> dict[str, dict[int, int]]:
     return payload
 
 
-async def concurrency(bench: Bench, waves: list[int], reps: int, run_iterations: int = 1) -> dict[int, dict[str, list[float]]]:
+@dataclass
+class Wave:
+    """One size of `concurrency`, per system: runs/s and graph steps/s in each repetition, and the
+    graph steps a run took (the nodes it ran; LangGraph saves a checkpoint after each)."""
+
+    rates: dict[str, list[float]]
+    step_rates: dict[str, list[float]]
+    steps_per_run: dict[str, float]
+
+
+async def concurrency(bench: Bench, waves: list[int], reps: int, run_iterations: int = 1) -> dict[int, Wave]:
     """`runs` runs of `run_iterations` iterations each started at once; runs/s per repetition.
     One iteration shows the fixed cost of a run; more amortise it over the loop (iterations/s =
-    runs/s x iterations)."""
+    runs/s x iterations). Steps/s = runs/s x the graph steps of a run (counted in the saver's
+    tables): the two systems' ratio of steps/s is what one step costs, apart from how many a run takes."""
     script = bench.root / f"script-{run_iterations}.json"
     write_script(script, run_iterations)
     task, settings = boundloop_settings(bench.root, script)
     each = "one iteration each" if run_iterations == 1 else f"{run_iterations} iterations each"
-    figures: dict[int, dict[str, list[float]]] = {}
+    figures: dict[int, Wave] = {}
     for runs in waves:
         print(f"\n## {runs} runs at once ({each}; {reps} repetitions; load before {load()})")
-        rates: dict[str, list[float]] = {system: [] for system in SYSTEMS}
+        wave = Wave({system: [] for system in SYSTEMS}, {system: [] for system in SYSTEMS}, {})
         errors = dict.fromkeys(SYSTEMS, 0)
         for _ in range(reps):
             for system in random.sample(SYSTEMS, len(SYSTEMS)):
                 if system == "boundloop":
                     starts: list[Any] = [bench.runner.start(task, settings) for _ in range(runs)]
+                    thread_ids: list[str] = []
                 else:
                     graph = peer_agent(system, bench.bridge, bench.saver, run_iterations)
-                    starts = [graph.ainvoke(PROMPT, peer_config(f"wave-{uuid.uuid4().hex[:10]}"), durability="sync") for _ in range(runs)]
+                    thread_ids = [f"wave-{uuid.uuid4().hex[:10]}" for _ in range(runs)]
+                    starts = [graph.ainvoke(PROMPT, peer_config(thread_id), durability="sync") for thread_id in thread_ids]
                 started = time.perf_counter()
                 results = await asyncio.gather(*starts, return_exceptions=True)
-                rates[system].append(runs / (time.perf_counter() - started))
+                rate = runs / (time.perf_counter() - started)
                 errors[system] += sum(isinstance(r, BaseException) or getattr(r, "status", "SUCCESS") != "SUCCESS" for r in results)
+                thread_ids = thread_ids or [r.thread_id for r in results if not isinstance(r, BaseException)]
+                wave.steps_per_run[system] = await bench.graph_steps(thread_ids) / len(thread_ids)
+                wave.rates[system].append(rate)
+                wave.step_rates[system].append(rate * wave.steps_per_run[system])
         for system in SYSTEMS:
-            ratio = [ours / peer for ours, peer in zip(rates["boundloop"], rates[system])]
-            print(f"{system:>12}: {spread(rates[system])} runs/s, errors {errors[system]}; boundloop/{system} {spread(ratio, 2)}x")
+            ratio = [ours / peer for ours, peer in zip(wave.rates["boundloop"], wave.rates[system])]
+            step_ratio = [ours / peer for ours, peer in zip(wave.step_rates["boundloop"], wave.step_rates[system])]
+            print(f"{system:>12}: {spread(wave.rates[system])} runs/s, errors {errors[system]}; boundloop/{system} {spread(ratio, 2)}x; "
+                  f"graph steps per run {wave.steps_per_run[system]:.1f}, {spread(wave.step_rates[system], 0)} steps/s, "
+                  f"boundloop/{system} {spread(step_ratio, 2)}x")
         print(f"load after {load()}")
-        figures[runs] = rates
+        figures[runs] = wave
     return figures
 
 
@@ -397,7 +425,7 @@ async def read(bench: Bench, sizes: list[int], reps: int) -> dict[int, dict[str,
     return figures
 
 
-def table(per_it: dict[str, Any], payload: dict[str, dict[int, int]], waves: dict[int, dict[str, list[float]]],
+def table(per_it: dict[str, Any], payload: dict[str, dict[int, int]], waves: dict[int, Wave],
           latency: dict[str, list[float]], reps: int) -> str:
     """The README's performance table: medians, ratios to boundloop's in parentheses."""
     def cell(values: dict[str, list[float]], system: str, digits: int = 1) -> str:
@@ -420,8 +448,10 @@ def table(per_it: dict[str, Any], payload: dict[str, dict[int, int]], waves: dic
     for a, b in zip(sizes, sizes[1:]):
         lines.append(f"| storage growth {b}/{a} (linear = {b / a:g}) | "
                      + " | ".join(f"{payload[s][b] / payload[s][a]:.1f}×" for s in SYSTEMS) + " |")
-    for runs, rates in waves.items():
-        lines.append(f"| {runs} concurrent runs, runs/s | " + " | ".join(cell(rates, s) for s in SYSTEMS) + " |")
+    for runs, wave in waves.items():
+        lines.append(f"| {runs} concurrent runs, runs/s | " + " | ".join(cell(wave.rates, s) for s in SYSTEMS) + " |")
+        lines.append(f"| {runs} concurrent runs: graph steps per run; steps/s | "
+                     + " | ".join(f"{wave.steps_per_run[s]:.0f}; {cell(wave.step_rates, s, 0)}" for s in SYSTEMS) + " |")
     lines.append("| resume, process start → first step saved, ms | " + cell(latency, "boundloop", 0) + " | "
                  + cell(latency, "bare", 0) + " | — |")
     return "\n".join(lines)

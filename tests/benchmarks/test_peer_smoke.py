@@ -62,13 +62,19 @@ async def test_every_iteration_of_either_system_holds_its_one_model_request(db_u
 
 
 async def test_concurrent_runs_of_several_iterations_run_for_every_system(db_url: str, capsys) -> None:
-    """`concurrency --run-iterations N`: runs of N iterations each, started at once, for every system."""
+    """`concurrency --run-iterations N`: runs of N iterations each, started at once, for every system,
+    with the graph steps a run took, counted in the saver's tables."""
     async with AsyncExitStack() as stack:
         figures = await concurrency(await open_bench(stack, db_url, warm_up=False), [2], reps=1, run_iterations=3)
     out = capsys.readouterr().out
     assert "## 2 runs at once (3 iterations each; 1 repetitions;" in out
     assert out.count("errors 0;") == len(SYSTEMS), out
-    assert all(len(figures[2][system]) == 1 for system in SYSTEMS)
+    wave = figures[2]
+    assert all(len(wave.rates[system]) == len(wave.step_rates[system]) == 1 for system in SYSTEMS)
+    assert wave.steps_per_run["bare"] == 2 * 3 + 1, "create_agent: a model step and a tool step per iteration, then the answer's"
+    assert wave.steps_per_run["boundloop"] > wave.steps_per_run["bare"], wave.steps_per_run
+    assert all(wave.step_rates[s][0] == pytest.approx(wave.rates[s][0] * wave.steps_per_run[s]) for s in SYSTEMS)
+    assert out.count("graph steps per run") == len(SYSTEMS), out
 
 
 def test_a_soak_runs_three_times_and_every_other_command_five_unless_told() -> None:
