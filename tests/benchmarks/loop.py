@@ -51,16 +51,20 @@ def write_script(path: Path, iterations: int, *, finish: bool = True) -> None:
     path.write_text(json.dumps({"model_id": "bench", "roles": roles}))
 
 
-def boundloop_settings(root: Path, script: Path) -> tuple[Task, RunSettings]:
-    unbounded = dict.fromkeys(["model_turns", "tool_calls", "input_tokens", "output_tokens", "wall_clock_s", "tool_result_chars"])
-    task = Task(goal="read the notes", budget=unbounded)
+def boundloop_settings(root: Path, script: Path, context_tokens: int | None = None) -> tuple[Task, RunSettings]:
+    """No budget bounds the run, and its context only when `context_tokens` is given (compaction
+    then keeps each actor request under its threshold)."""
+    budget: dict[str, float | int | None] = dict.fromkeys(["model_turns", "tool_calls", "input_tokens", "output_tokens", "wall_clock_s", "tool_result_chars"])
+    if context_tokens is not None:
+        budget["context_tokens"] = context_tokens
+    task = Task(goal="read the notes", budget=budget)
     return task, RunSettings(model="scripted", script=str(script), workspace_root=str(root), unattended=True)
 
 
-async def boundloop_run(runner: Runner, root: Path, iterations: int, thread_id: str | None = None) -> float:
+async def boundloop_run(runner: Runner, root: Path, iterations: int, thread_id: str | None = None, context_tokens: int | None = None) -> float:
     script = root / f"script-{iterations}.json"
     write_script(script, iterations)
-    task, settings = boundloop_settings(root, script)
+    task, settings = boundloop_settings(root, script, context_tokens)
     started = time.perf_counter()
     report = await runner.start(task, settings, thread_id=thread_id)
     elapsed = time.perf_counter() - started

@@ -7,7 +7,8 @@
     .venv/bin/python -m tests.benchmarks.peer concurrency --runs 50 --run-iterations 20  # the same, runs of 20 iterations
     .venv/bin/python -m tests.benchmarks.peer resume       # process start -> first step saved
     .venv/bin/python -m tests.benchmarks.peer table        # all four, then the README's markdown table
-    .venv/bin/python -m tests.benchmarks.peer soak         # 1,000 iterations: time flat, storage linear (--system bare: the peer's; --reps N: N runs)
+    .venv/bin/python -m tests.benchmarks.peer soak         # 1,000 iterations: time flat, storage linear (--system bare: the peer's; --reps N: N runs;
+                                                           #   --context-tokens N: boundloop's context budget, compaction bounds each request)
     .venv/bin/python -m tests.benchmarks.peer read         # ms to read a thread's state after 200 and 1,000 iterations
     ... --list-every-call                                  # any command: every call checked against a new tools/list, as for an untrusted server
 
@@ -182,13 +183,15 @@ class Bench:
     bridge: MCPBridge
     graphs: dict[tuple[str, int], Any] = field(default_factory=dict)
 
-    async def run(self, system: str, iterations: int, thread_id: str | None = None) -> tuple[float, float]:
-        """One run of `iterations`; (wall s, CPU s of this process)."""
+    async def run(self, system: str, iterations: int, thread_id: str | None = None, context_tokens: int | None = None) -> tuple[float, float]:
+        """One run of `iterations`; (wall s, CPU s of this process). `context_tokens`: boundloop's
+        context budget (the peers have no such bound)."""
         thread_id = thread_id or f"bench-{system}-{uuid.uuid4().hex[:10]}"
         cpu = time.process_time()
         if system == "boundloop":
-            wall = await boundloop_run(self.runner, self.root, iterations, thread_id)
+            wall = await boundloop_run(self.runner, self.root, iterations, thread_id, context_tokens)
         else:
+            assert context_tokens is None, "only boundloop's context has a budget"
             graph = self.graphs.get((system, iterations))
             if graph is None:
                 graph = self.graphs[(system, iterations)] = peer_agent(system, self.bridge, self.saver, iterations)
@@ -457,19 +460,24 @@ def table(per_it: dict[str, Any], payload: dict[str, dict[int, int]], waves: dic
     return "\n".join(lines)
 
 
-async def soak(bench: Bench, total: int, system: str = "boundloop", reps: int = SOAK_RUNS) -> None:
+async def soak(bench: Bench, total: int, system: str = "boundloop", reps: int = SOAK_RUNS, context_tokens: int | None = None) -> None:
     """`reps` runs of `total` iterations each: wall and CPU (this process) time per iteration over
     the first and last 100 of each, the ratio's spread over the runs, and storage at a quarter of
     the size against the whole (linear = 4; bytes are the same every run, so measured once).
     Each run also splits every iteration into its model request (which handles the whole
-    conversation, for either system) and the rest, so what grows with a run can be told apart."""
+    conversation, for either system) and the rest, so what grows with a run can be told apart.
+    `context_tokens` (boundloop's runs): the context budget, under which compaction bounds each
+    actor request; each run then also says how many compactions it made."""
     ratios: dict[str, list[float]] = {"wall": [], "CPU": [], "rest": []}
     thread_id = ""
+    bounded = "" if context_tokens is None else f", context_tokens={context_tokens}"
     for rep in range(reps):
-        print(f"\n## soak {rep + 1}/{reps}: one {system} run of {total} iterations (load before {load()})")
+        print(f"\n## soak {rep + 1}/{reps}: one {system} run of {total} iterations{bounded} (load before {load()})")
         thread_id = f"soak-{uuid.uuid4().hex[:10]}"
         with call_times() as stamps, call_times(time.process_time) as cpu_stamps, model_requests() as spans:
-            await bench.run(system, total, thread_id)
+            await bench.run(system, total, thread_id, context_tokens)
+        if context_tokens is not None:
+            print(f"compactions: {(await bench.runner.report(thread_id)).values['usage'].get('compactions', 0)}")
         for name, times in (("wall", stamps), ("CPU", cpu_stamps)):
             gaps = [(b - a) * 1000 for a, b in zip(times, times[1:])]
             ratios[name].append(statistics.median(gaps[-100:]) / statistics.median(gaps[:100]))
@@ -484,7 +492,7 @@ async def soak(bench: Bench, total: int, system: str = "boundloop", reps: int = 
         print(f"\nlast/first over {reps} runs: wall {spread(ratios['wall'], 2)}x, CPU {spread(ratios['CPU'], 2)}x, "
               f"wall without the model requests {spread(ratios['rest'], 2)}x")
     quarter, size = f"soak-{uuid.uuid4().hex[:10]}", max(total // 4, 1)
-    await bench.run(system, size, quarter)
+    await bench.run(system, size, quarter, context_tokens)
     whole, part = (await bench.rows(thread_id))[3], (await bench.rows(quarter))[3]
     print(f"payload {part / 1e6:.2f} MB at {size}, {whole / 1e6:.2f} MB at {total}: {whole / part:.2f}x (linear = {total / size:g}); load after {load()}")
 
@@ -505,7 +513,7 @@ async def main(options: argparse.Namespace) -> None:
         elif command == "resume":
             await resume(bench, reps)
         elif command == "soak":
-            await soak(bench, options.iterations, options.system, reps)
+            await soak(bench, options.iterations, options.system, reps, options.context_tokens)
         elif command == "read":
             await read(bench, options.sizes or [200, 1000], reps)
         else:
@@ -522,7 +530,7 @@ def repetitions(options: argparse.Namespace) -> int:
 def _positive(text: str) -> int:
     value = int(text)
     if value < 1:
-        raise argparse.ArgumentTypeError(f"{text} is not a positive number of iterations")
+        raise argparse.ArgumentTypeError(f"{text} is not a positive whole number")
     return value
 
 
@@ -535,13 +543,19 @@ def parser() -> argparse.ArgumentParser:
     parse.add_argument("--run-iterations", type=_positive, default=1, help="concurrency: iterations of each run (1: the fixed cost of a run)")
     parse.add_argument("--iterations", type=int, default=1000, help="soak: iterations of the one run")
     parse.add_argument("--system", choices=SYSTEMS, default="boundloop", help="soak: whose run (boundloop, or create_agent bare or with middlewares)")
+    parse.add_argument("--context-tokens", type=_positive, help="soak: boundloop's context budget (compaction keeps each request under it; none by default)")
     parse.add_argument("--list-every-call", action="store_true",
                        help="check every call against a tools/list asked for it, as for an untrusted server (default: the trusted workspace server's promise)")
     return parse
 
 
 def run(argv: list[str]) -> None:
-    asyncio.run(main(parser().parse_args(argv)))
+    parse = parser()
+    options = parse.parse_args(argv)
+    if options.context_tokens is not None and (options.command != "soak" or options.system != "boundloop"):
+        parse.error("--context-tokens bounds a boundloop soak's context; the peers have no structural compaction "
+                    "(create_agent's SummarizationMiddleware asks a model): drop it, or use it with `soak` for boundloop")
+    asyncio.run(main(options))
 
 
 if __name__ == "__main__":

@@ -42,6 +42,23 @@ async def test_the_soak_runs_for_boundloop_and_the_peer_at_a_tiny_size(db_url: s
     assert out.count("(linear = 4)") == 2
 
 
+async def test_a_soak_under_a_context_budget_compacts_and_says_how_often(db_url: str, capsys) -> None:
+    async with AsyncExitStack() as stack:
+        await soak(await open_bench(stack, db_url, warm_up=False), 20, "boundloop", reps=1, context_tokens=4500)
+    out = capsys.readouterr().out
+    assert "one boundloop run of 20 iterations, context_tokens=4500" in out  # 20 reads compact twice under its threshold (3,600)
+    [compactions] = [int(line.split(": ")[1]) for line in out.splitlines() if line.startswith("compactions: ")]
+    assert compactions >= 1, out
+
+
+@pytest.mark.parametrize("argv", [["soak", "--system", "bare", "--context-tokens", "6000"], ["iterations", "--context-tokens", "6000"]])
+def test_a_context_budget_is_refused_where_it_bounds_nothing(argv: list[str], capsys) -> None:
+    with pytest.raises(SystemExit) as exited:
+        run(argv)
+    assert exited.value.code == 2
+    assert "--context-tokens bounds a boundloop soak's context" in capsys.readouterr().err
+
+
 def test_each_model_request_counts_for_the_iteration_it_began_in() -> None:
     stamps = [10.0, 11.0, 12.0, 13.0]  # three iterations, from one MCP call to the next
     spans = [(9.0, 0.5), (10.5, 0.1), (11.2, 0.2), (11.9, 0.05), (13.5, 1.0)]  # a planner before, a critic after
