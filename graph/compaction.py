@@ -21,12 +21,12 @@ If even the record alone passes the threshold, compaction is unsafe and the run 
 from __future__ import annotations
 
 import math
-import re
 from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 
 from graph.budget import Budget
+from graph.call_lines import call_lines
 from graph.models import context_window_of, model_id
 from graph.prompts import task_brief
 
@@ -38,7 +38,6 @@ counters (budget used, calls) move a little between the compaction and the call.
 LOW_WATER = 0.5
 """Compaction keeps the newest turns only while they fill at most this share of the room between
 the record alone and the threshold, so the next compaction is several turns away, not one."""
-CALL_ID = re.compile(r"a(\d+)\.(\d+)")
 
 
 def pressure(state: dict[str, Any], measure: tuple[int, str]) -> dict[str, Any] | None:
@@ -112,7 +111,7 @@ def record(state: dict[str, Any], run_id: str, compactions: int, feedback: list[
         "Plan (status, dependencies, calls made for each step):\n" + _plan_lines(plan),
         "Tool calls (call ids; tool -> status, grounding stage, step; payload pointer when the output was cut). "
         "Outputs of earlier turns are stored: read one with boundloop__fetch_payload(ref=<call id or pointer>):\n"
-        + _call_lines(state.get("observations", [])),
+        + call_lines(run_id, state.get("observations", [])),
         "Open questions and blocked steps:\n" + _open_lines(state, plan),
         "Budget (used / limit):\n" + _budget_lines(state),
         "Escalation and approvals:\n" + _approval_lines(state),
@@ -136,59 +135,6 @@ def _plan_lines(plan: dict[str, Any]) -> str:
     if plan.get("hash"):
         lines.append(f"plan hash: {plan['hash']}")
     return "\n".join(lines) or "(no plan)"
-
-
-def _call_lines(observations: list[dict[str, Any]]) -> str:
-    """One line per run of consecutive calls that agree on tool, status, stage and step; a call
-    whose output was cut keeps its own line with its payload pointer."""
-    lines: list[str] = []
-    group: list[dict[str, Any]] = []
-
-    def flush() -> None:
-        if group:
-            first = group[0]
-            ids = id_ranges([obs["call_id"] for obs in group])
-            count = f" ({len(group)} calls)" if len(group) > 1 else ""
-            pointer = f", {first['pointer']}" if first.get("pointer") else ""
-            lines.append(f"- {ids}{count}: {first.get('tool')} -> {first.get('status')}, {first.get('stage')}, "
-                         f"step {first.get('step_id') or '-'}{pointer}")
-            group.clear()
-
-    for obs in observations:
-        key = _group_key(obs)
-        if group and (key != _group_key(group[-1]) or obs.get("pointer") or group[-1].get("pointer")):
-            flush()
-        group.append(obs)
-    flush()
-    return "\n".join(lines) or "(none)"
-
-
-def _group_key(obs: dict[str, Any]) -> tuple[Any, ...]:
-    return obs.get("tool"), obs.get("status"), obs.get("stage"), obs.get("step_id")
-
-
-def id_ranges(ids: list[str]) -> str:
-    """Call ids, runs of first calls of consecutive turns (a3.0, a4.0, a5.0) written a3.0–a5.0."""
-    parts: list[str] = []
-    run: list[int] = []
-
-    def close() -> None:
-        if run:
-            parts.append(f"a{run[0]}.0" if len(run) == 1 else f"a{run[0]}.0–a{run[-1]}.0")
-            run.clear()
-
-    for call_id in ids:
-        match = CALL_ID.fullmatch(call_id)
-        if match and match.group(2) == "0" and (not run or int(match.group(1)) == run[-1] + 1):
-            run.append(int(match.group(1)))
-            continue
-        close()
-        if match and match.group(2) == "0":
-            run.append(int(match.group(1)))
-        else:
-            parts.append(call_id)
-    close()
-    return ", ".join(parts)
 
 
 def _open_lines(state: dict[str, Any], plan: dict[str, Any]) -> str:
