@@ -4,7 +4,8 @@ whole history every time.
 `observations` (and `approvals`) are records merged by call id (graph/state.py). Every guard asks
 whether any call was refused by authority (graph/safety.py); every act step asks which calls await
 grounding and whether a dispatched call has run (nodes/observe.py); every actor turn asks whether
-a result was stored as a payload (graph/payload_tool.py). Each answered by a pass over every record
+a result was stored as a payload (graph/payload_tool.py) and which records are the retrieve phase's
+evidence (the brief, nodes/act.py). Each answered by a pass over every record
 made an iteration's cost grow with the length of the run. The fold keeps a `Ladder` for each list it
 returns (graph/fold_index.py) and updates it for the records a write adds or replaces; `of()` finds
 it for the list a step reads, or builds it in one pass for a list the fold did not make (one
@@ -35,17 +36,23 @@ class Ladder:
     """Call ids awaiting grounding (a dict, used as a set with a stable order)."""
     pointers: int = 0
     """Records that hold a payload pointer."""
+    evidence: dict[str, None] = field(default_factory=dict)
+    """Call ids of the retrieve phase's records."""
 
     def awaiting_grounding(self, records: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """The records (of the list this ladder is of) of calls that ran and are not grounded yet, in order."""
         return [records[position] for position in sorted(self.positions[call_id] for call_id in self.ungrounded)]
+
+    def evidence_of(self, records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """The retrieve phase's records (of the list this ladder is of), in order."""
+        return [records[position] for position in sorted(self.positions[call_id] for call_id in self.evidence)]
 
     def record(self, records: list[dict[str, Any]], call_id: str) -> dict[str, Any] | None:
         position = self.positions.get(call_id)
         return None if position is None else records[position]
 
     def copy(self) -> Ladder:
-        return Ladder(dict(self.positions), self.statuses.copy(), dict(self.ungrounded), self.pointers)
+        return Ladder(dict(self.positions), self.statuses.copy(), dict(self.ungrounded), self.pointers, dict(self.evidence))
 
     def add(self, record: dict[str, Any], position: int) -> None:
         self.positions[record["call_id"]] = position
@@ -62,6 +69,11 @@ class Ladder:
             del self.statuses[status]
         if record.get("pointer"):
             self.pointers += sign
+        if record.get("phase") == "retrieve":
+            if sign > 0:
+                self.evidence[record["call_id"]] = None
+            else:
+                self.evidence.pop(record["call_id"], None)
         if record.get("stage") in AWAITING_GROUNDING and not record.get("grounded"):
             if sign > 0:
                 self.ungrounded[record["call_id"]] = None

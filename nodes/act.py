@@ -22,7 +22,7 @@ from typing import Any
 
 from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
 
-from graph import compaction, context, goal_check, guards, hosted_tools, memory, payload_tool, schedule
+from graph import compaction, context, goal_check, guards, hosted_tools, ladder, memory, payload_tool, schedule
 from graph.budget import add_usage
 from graph.models import NoReply, call_model, model_id
 from graph.prompts import ACTOR, SCHEMA_RULE, evidence_brief, task_brief
@@ -99,7 +99,8 @@ def actor_request(state: dict[str, Any], tools: list[dict[str, Any]]) -> tuple[l
 
 
 def _brief(state: dict[str, Any]) -> str:
-    evidence = [obs for obs in state.get("observations", []) if obs.get("phase") == "retrieve"]
+    records = state.get("observations", [])
+    evidence = ladder.of(records).evidence_of(records)
     return "\n\n".join(
         [task_brief({**state["task"], "clarifications": state.get("clarifications", [])}), "Plan:\n" + plan_brief(state.get("plan") or {}), "Evidence:\n" + evidence_brief(evidence)]
         + (["Memories:\n" + memory.brief(state["memories"])] if state.get("memories") else [])

@@ -16,6 +16,7 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, System
 from graph import context, ladder, progress, safety, tripwires
 from graph.state import _fold_by_call_id
 from graph.status import Terminal
+from nodes import act
 from tests.graph.conftest import CRITIC_PASS, JUDGE_PASS
 
 READS = 30
@@ -139,6 +140,21 @@ def test_the_progress_line_names_recent_calls_without_reading_the_history():
     line = progress.phase_progress("observe", {"observations": [{"call_id": "a999.0", "stage": "verified"}]}, {}, None, known)
     assert line["tools"] == [{"tool": "workspace__read_file", "status": "verified"}]
     assert CountingObservation.reads <= 2
+
+
+def test_the_briefs_evidence_is_read_from_what_the_fold_kept():
+    """The actor's brief lists the retrieve phase's records; it finds them in the ladder the fold
+    keeps (graph/ladder.py), not by a pass over every call of the run."""
+    evidence = [CountingObservation(call_id=f"r{n}", phase="retrieve", tool="workspace__read_file", status="ok", stage="verified")
+                for n in range(2)]
+    history = _fold_by_call_id(None, [[evidence[0], *observations(1000), evidence[1]]])
+    state = {"observations": history, "task": {"goal": "read"}, "plan": {}}
+    CountingObservation.reads = 0
+    brief = act._brief(state)
+    assert CountingObservation.reads <= 20, CountingObservation.reads
+    assert "[r0] workspace__read_file -> ok" in brief and brief.index("[r0]") < brief.index("[r1]") and "[a0.0]" not in brief
+    restored = [dict(record) for record in history]  # as read from a checkpoint: no kept ladder, one is built
+    assert act._brief({**state, "observations": restored}) == brief
 
 
 async def reading_run(run_script: Any) -> Any:

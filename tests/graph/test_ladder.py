@@ -1,6 +1,6 @@
 """graph/ladder.py: the counts the fold keeps with each list of call records must be what a pass
 over the list gives, after any sequence of writes (new calls, a call's record replaced with another
-status, stage, grounding or pointer), however the writes are batched, and for folds from a copy or a
+status, stage, grounding, pointer or phase), however the writes are batched, and for folds from a copy or a
 fork of a list; the guards and the grounding that read them must answer as their full scans did."""
 
 from __future__ import annotations
@@ -25,7 +25,8 @@ def _random_writes(rng: random.Random, calls: int, writes: int) -> list[list[dic
         batch = []
         for _ in range(rng.randint(0, 3)):
             record: dict[str, Any] = {"call_id": rng.choice(ids)}
-            for key, values in (("status", STATUSES), ("stage", STAGES), ("grounded", [True, False]), ("pointer", [None, "p1", ""])):
+            for key, values in (("status", STATUSES), ("stage", STAGES), ("grounded", [True, False]), ("pointer", [None, "p1", ""]),
+                                ("phase", [None, "act", "retrieve"])):
                 if rng.random() < 0.5:
                     record[key] = rng.choice(values)
             batch.append(record)
@@ -34,7 +35,7 @@ def _random_writes(rng: random.Random, calls: int, writes: int) -> list[list[dic
 
 
 def _shape(index: Ladder) -> tuple[Any, ...]:
-    return index.positions, dict(index.statuses), set(index.ungrounded), index.pointers
+    return index.positions, dict(index.statuses), set(index.ungrounded), index.pointers, set(index.evidence)
 
 
 def _scanned(records: list[dict[str, Any]]) -> tuple[Any, ...]:
@@ -43,12 +44,13 @@ def _scanned(records: list[dict[str, Any]]) -> tuple[Any, ...]:
         {record.get("status") for record in records},
         [record for record in records if record.get("stage") in {"observed", "attempted"} and not record.get("grounded")],
         any(record.get("pointer") for record in records),
+        [record for record in records if record.get("phase") == "retrieve"],
     )
 
 
 def _read(records: list[dict[str, Any]]) -> tuple[Any, ...]:
     index = ladder.of(records)
-    return set(index.statuses), index.awaiting_grounding(records), index.pointers > 0
+    return set(index.statuses), index.awaiting_grounding(records), index.pointers > 0, index.evidence_of(records)
 
 
 def test_the_kept_ladder_matches_a_full_pass_after_every_fold_batched_forked_or_copied():
@@ -63,8 +65,7 @@ def test_the_kept_ladder_matches_a_full_pass_after_every_fold_batched_forked_or_
         fork = _fold_by_call_id(start, list(reversed(writes[split:])))  # another branch from the same list
         for records in (start, folded, fork):
             assert _shape(ladder.of(records)) == _shape(ladder.build(records)), trial
-            statuses, awaiting, pointer = _scanned(records)
-            assert _read(records) == (statuses, awaiting, pointer), trial
+            assert _read(records) == _scanned(records), trial
         assert _shape(ladder.of(start)) == kept_before, "a later fold changed the ladder of the list it folded from"
 
 
