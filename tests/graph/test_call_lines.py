@@ -84,7 +84,7 @@ def test_the_lines_kept_for_a_run_are_the_lines_of_its_whole_history_after_any_c
         assert call_lines(run_id, records) == grouped_afresh(records), (seed, turn)
 
 
-def test_runs_keep_their_own_lines_and_the_oldest_of_too_many_is_grouped_afresh() -> None:
+def test_each_run_keeps_its_own_lines_and_at_most_the_fold_indexs_bound_of_runs_are_kept() -> None:
     histories = {f"run-{n}": [{"call_id": f"a{k}.0", "tool": f"t{n}", "status": "ok", "stage": "verified"} for k in range(n + 1)]
                  for n in range(KEPT + 3)}
     for run_id, records in histories.items():
