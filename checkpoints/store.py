@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Sequence
 from contextlib import suppress
 from dataclasses import dataclass
 from datetime import datetime
@@ -252,9 +253,20 @@ async def read_trace(pool: AsyncConnectionPool, thread_id: str) -> list[TraceEve
 
 async def put_payload(pool: AsyncConnectionPool, thread_id: str, call_id: str, body: str) -> str:
     """Store a full tool payload; return the pointer the state keeps."""
-    digest = hashlib.sha256(body.encode()).hexdigest()
-    row = await _one(pool, PUT_PAYLOAD, (thread_id, call_id, digest, len(body), storable(body)))
+    row = await _one(pool, PUT_PAYLOAD, _payload_row(thread_id, call_id, body))
     return f"{POINTER_PREFIX}{row['id']}"
+
+
+async def put_payloads(pool: AsyncConnectionPool, thread_id: str, bodies: Sequence[tuple[str, str]]) -> None:
+    """Store (call id, body) payloads, each found later by its call id (`get_call_payload`): in one
+    transaction, sent as one batch, so all of them are stored or, when the write fails, none."""
+    async with pool.connection() as conn, conn.transaction(), conn.cursor() as cur:
+        await cur.executemany(PUT_PAYLOAD, [_payload_row(thread_id, call_id, body) for call_id, body in bodies])
+
+
+def _payload_row(thread_id: str, call_id: str, body: str) -> tuple[str, str, str, int, str]:
+    """PUT_PAYLOAD's parameters: the hash and size are of the body as given, before `storable`."""
+    return thread_id, call_id, hashlib.sha256(body.encode()).hexdigest(), len(body), storable(body)
 
 
 async def get_payload(pool: AsyncConnectionPool, pointer: str) -> Payload | None:

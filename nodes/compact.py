@@ -78,13 +78,11 @@ def _with(state: dict[str, Any], measured: dict[str, Any], feedback: list[str], 
 
 
 async def _store(state: dict[str, Any], services: Services, run_id: str, dropped: list[list[Any]], count: int) -> None:
-    """Keep what leaves the context retrievable: each result by its call id, and the turns whole."""
-    pool = await services.pool()
+    """Keep what leaves the context retrievable: each result by its call id, and the turns whole,
+    all in one write."""
     by_tool_call = {obs.get("tool_call_id"): obs for obs in state.get("observations", [])}
-    for turn in dropped:
-        for message in turn:
-            obs = by_tool_call.get(message.tool_call_id) if isinstance(message, ToolMessage) else None
-            if obs is not None and not obs.get("pointer"):
-                await store.put_payload(pool, run_id, obs["call_id"], str(message.content))
     messages = [message for turn in dropped for message in turn]
-    await store.put_payload(pool, run_id, f"compaction:{count}", json.dumps(messages_to_dict(messages), default=str))
+    results = [(obs["call_id"], str(message.content)) for message in messages if isinstance(message, ToolMessage)
+               and (obs := by_tool_call.get(message.tool_call_id)) is not None and not obs.get("pointer")]
+    archive = (f"compaction:{count}", json.dumps(messages_to_dict(messages), default=str))
+    await store.put_payloads(await services.pool(), run_id, [*results, archive])

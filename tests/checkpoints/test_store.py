@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 
+import psycopg
 import pytest
 from psycopg_pool import AsyncConnectionPool
 
@@ -21,6 +22,7 @@ from checkpoints import (
     write_complete,
     write_intent,
 )
+from checkpoints.store import get_call_payload, put_payloads
 
 RUN = dict(goal="summarise the report", profile="research", task_hash="th-1")
 CALL = dict(thread_id="t-1", call_id="c-1", step_id="s-1", tool="write_file", server="workspace",
@@ -76,6 +78,28 @@ async def test_a_payload_reads_back_through_its_pointer_with_hash_and_size(
     assert pointer.startswith("payload:")
     assert (payload.pointer, payload.body, payload.chars) == (pointer, body, 10_000)
     assert payload.sha256 == hashlib.sha256(body.encode()).hexdigest()
+
+
+async def test_payloads_stored_together_each_read_back_by_call_id(pool: AsyncConnectionPool) -> None:
+    bodies = [("c-1", "first"), ("c-2", "nul \x00 inside"), ("compaction:1", "[]")]
+    await put_payloads(pool, "t-1", bodies)
+    for call_id, body in bodies:
+        payload = await get_call_payload(pool, "t-1", call_id)
+        assert payload is not None and payload.chars == len(body), call_id
+        assert payload.sha256 == hashlib.sha256(body.encode()).hexdigest()  # of the body as given
+    assert (await get_call_payload(pool, "t-1", "c-2")).body == "nul \ufffd inside"
+
+
+async def test_payloads_stored_together_are_all_stored_or_none(pool: AsyncConnectionPool) -> None:
+    """One row the database refuses leaves none of the batch: a compaction retried after the failure
+    does not find half of its archive stored."""
+    async with pool.connection() as conn:
+        await conn.execute("CREATE FUNCTION refuse_bad() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
+                           "IF NEW.call_id = 'bad' THEN RAISE EXCEPTION 'refused'; END IF; RETURN NEW; END $$")
+        await conn.execute("CREATE TRIGGER refuse_bad BEFORE INSERT ON boundloop_payloads FOR EACH ROW EXECUTE FUNCTION refuse_bad()")
+    with pytest.raises(psycopg.errors.RaiseException):
+        await put_payloads(pool, "t-1", [("c-1", "first"), ("bad", "second"), ("c-3", "third")])
+    assert [await get_call_payload(pool, "t-1", call_id) for call_id in ("c-1", "bad", "c-3")] == [None, None, None]
 
 
 async def test_a_pointer_to_nothing_stored_is_none(pool: AsyncConnectionPool) -> None:
