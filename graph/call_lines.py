@@ -53,9 +53,11 @@ class _IdRanges:
             return
         if self.run is not None:
             self.parts.append(_turns(self.run))
-        self.run = None if turn is None else (turn, turn)
         if turn is None:
+            self.run = None
             self.parts.append(call_id)
+        else:
+            self.run = (turn, turn)
 
     def __str__(self) -> str:
         return ", ".join(self.parts if self.run is None else [*self.parts, _turns(self.run)])
@@ -105,7 +107,7 @@ class _Lines:
         self._closed: list[str] = []
 
     def of(self, records: list[dict[str, Any]]) -> str:
-        same = _common_prefix(self._records, records)
+        same = len(records) if records is self._records else _common_prefix(self._records, records)
         if same < len(self._records):  # a record was replaced (or the list is another): group again from its group
             keep = next(index for index in range(len(self._groups) - 1, -1, -1) if self._groups[index].start <= same)
             same = self._groups[keep].start
