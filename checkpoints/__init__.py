@@ -10,8 +10,8 @@ LangGraph's checkpointer on it, and our own tables (runs, trace, payloads, ledge
         graph = builder.compile(checkpointer=saver)
 """
 
-from checkpoints.cluster import ClusterStatus, LocalCluster, default_data_dir
-from checkpoints.errors import (
+from boundloop.checkpoints.cluster import ClusterStatus, LocalCluster, default_data_dir
+from boundloop.checkpoints.errors import (
     CheckpointsError,
     ClusterStartFailed,
     ClusterStopFailed,
@@ -20,11 +20,11 @@ from checkpoints.errors import (
     PostgresNotInstalled,
     RunActiveElsewhere,
 )
-from checkpoints.lease import LeaseHolder
-from checkpoints.pool import database_url, masked, open_pool
-from checkpoints.saver import postgres_saver
-from checkpoints.schema import MIGRATIONS, migrate
-from checkpoints.store import (
+from boundloop.checkpoints.lease import LeaseHolder
+from boundloop.checkpoints.pool import database_url, masked, open_pool
+from boundloop.checkpoints.saver import postgres_saver
+from boundloop.checkpoints.schema import MIGRATIONS, migrate
+from boundloop.checkpoints.store import (
     LedgerEntry,
     LedgerStatus,
     Payload,

@@ -17,8 +17,8 @@ from typing import Any
 from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool
 
-from checkpoints.errors import ApprovalRefused
-from checkpoints.store import storable
+from boundloop.checkpoints.errors import ApprovalRefused
+from boundloop.checkpoints.store import storable
 
 REQUEST = """
 INSERT INTO boundloop_approvals (thread_id, call_id, tool, args_hash, expires_at, payload)
@@ -32,7 +32,7 @@ GET = "SELECT * FROM boundloop_approvals WHERE thread_id = %s AND call_id = %s"
 HISTORY = "SELECT * FROM boundloop_approvals WHERE thread_id = %s ORDER BY created_at, call_id"
 QUESTIONS_ASKED = "SELECT EXISTS (SELECT 1 FROM boundloop_approvals WHERE thread_id = %s AND tool = %s) AS asked"
 QUESTION_TOOL = "elicitation"
-"""The `tool` of the row of a server's question to the human (graph/elicitation.py), not a call's approval."""
+"""The `tool` of the row of a server's question to the human (graph/calls/elicitation.py), not a call's approval."""
 EXPIRY_APPROVER = "boundloop:expiry"
 DECIDE = """
 UPDATE boundloop_approvals
@@ -84,7 +84,7 @@ async def history(pool: AsyncConnectionPool, thread_id: str) -> list[Approval]:
 
 
 async def questions_asked(pool: AsyncConnectionPool, thread_id: str) -> bool:
-    """Whether any server's question (elicitation, graph/elicitation.py) was ever recorded for the run."""
+    """Whether any server's question (elicitation, graph/calls/elicitation.py) was ever recorded for the run."""
     async with pool.connection() as conn:
         row = await (await conn.execute(QUESTIONS_ASKED, (thread_id, QUESTION_TOOL))).fetchone()
     return bool(row and row["asked"])

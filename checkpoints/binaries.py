@@ -13,7 +13,7 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
-from checkpoints.errors import PostgresNotInstalled
+from boundloop.checkpoints.errors import PostgresNotInstalled
 
 SERVER_PROGRAMS = ("initdb", "pg_ctl", "postgres")
 SEARCHED = "pg_config --bindir, PATH, /usr/lib/postgresql/*/bin or /usr/pgsql-*/bin"

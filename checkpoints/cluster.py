@@ -24,9 +24,9 @@ from typing import Literal
 
 import psycopg
 
-from checkpoints import runas
-from checkpoints.binaries import server_bindir
-from checkpoints.errors import ClusterStartFailed, ClusterStopFailed
+from boundloop.checkpoints import runas
+from boundloop.checkpoints.binaries import server_bindir
+from boundloop.checkpoints.errors import ClusterStartFailed, ClusterStopFailed
 
 DATABASE = "boundloop"
 SUPERUSER = "postgres"

@@ -18,7 +18,7 @@ from contextlib import asynccontextmanager
 import psycopg
 from psycopg.rows import dict_row
 
-from checkpoints.errors import RunActiveElsewhere
+from boundloop.checkpoints.errors import RunActiveElsewhere
 
 TRY_LOCK = "SELECT pg_try_advisory_lock(hashtextextended('boundloop-run:' || %s, 0)) AS locked"
 UNLOCK = "SELECT pg_advisory_unlock(hashtextextended('boundloop-run:' || %s, 0))"

@@ -13,7 +13,7 @@ from weakref import WeakKeyDictionary
 from langgraph.store.postgres.aio import AsyncPostgresStore
 from psycopg_pool import AsyncConnectionPool
 
-from checkpoints.saver import setup_exclusively
+from boundloop.checkpoints.saver import setup_exclusively
 
 _SETUP_LOCK = int.from_bytes(b"bl-store", "big")
 """Advisory lock held while the store's tables are created (the saver has its own)."""

@@ -14,8 +14,8 @@ import psycopg
 from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
-from checkpoints.cluster import LocalCluster, default_data_dir
-from checkpoints.errors import DatabaseUnavailable
+from boundloop.checkpoints.cluster import LocalCluster, default_data_dir
+from boundloop.checkpoints.errors import DatabaseUnavailable
 
 URL_VARIABLES = ("BOUNDLOOP_DATABASE_URL", "DATABASE_URL")
 CONNECTION_KWARGS = {"autocommit": True, "prepare_threshold": 0, "row_factory": dict_row}

@@ -2,7 +2,7 @@
 
 Owns applying Procrastinate's schema (once: its SQL is not idempotent), the pickup log table and
 the queries `boundloop runs` and `boundloop approve` ask of the queue. Never defers or runs jobs
-(`graph.workers`).
+(`boundloop.graph.run.workers`).
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ PICKUPS = (
 )
 """Append-only: one row each time a worker starts a job of a run (a retried job adds a row)."""
 
-# Not the constant checkpoints.schema uses: b"blqueue1" as an int8.
+# Not the constant boundloop.checkpoints.schema uses: b"blqueue1" as an int8.
 _SCHEMA_LOCK = int.from_bytes(b"blqueue1", "big")
 
 RECORD_PICKUP = "INSERT INTO boundloop_run_pickups (thread_id, job_id, attempt, worker) VALUES (%s, %s, %s, %s)"

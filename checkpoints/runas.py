@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from contextlib import suppress
 from pathlib import Path
 
-from checkpoints.errors import ClusterStartFailed
+from boundloop.checkpoints.errors import ClusterStartFailed
 
 PREFERRED_USER = "postgres"
 OWN_USER = "boundloop"

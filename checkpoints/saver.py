@@ -24,10 +24,10 @@ from psycopg import AsyncConnection, AsyncCursor
 from psycopg.rows import DictRow, dict_row
 from psycopg_pool import AsyncConnectionPool
 
-from checkpoints.pending_trace import Event, PendingTrace, TaskKey
-from checkpoints.pool import open_pool
-from checkpoints.schema import migrate
-from checkpoints.store import APPEND_EVENTS, event_rows
+from boundloop.checkpoints.pending_trace import Event, PendingTrace, TaskKey
+from boundloop.checkpoints.pool import open_pool
+from boundloop.checkpoints.schema import migrate
+from boundloop.checkpoints.store import APPEND_EVENTS, event_rows
 
 _SETUP_LOCK = int.from_bytes(b"bl-saver", "big")
 _SETUP_POLL_S = 0.05

@@ -94,7 +94,7 @@ MIGRATIONS = [  # position = version; append, never edit or reorder
     " FOR EACH ROW EXECUTE FUNCTION boundloop_trace_guard()",
     "CREATE TRIGGER boundloop_trace_no_truncate BEFORE TRUNCATE ON boundloop_trace"
     " FOR EACH STATEMENT EXECUTE FUNCTION boundloop_trace_guard()",
-    # The LangSmith root run of a run (graph/langsmith_trace.py): every drive of the run, in any
+    # The LangSmith root run of a run (graph/trace/langsmith.py): every drive of the run, in any
     # process, nests under it, so a resumed run stays one tree.
     "CREATE TABLE boundloop_langsmith_roots ("
     " thread_id TEXT PRIMARY KEY,"

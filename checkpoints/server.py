@@ -13,8 +13,8 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
-from checkpoints.pool import database_url
-from checkpoints.saver import BoundloopSaver, postgres_saver
+from boundloop.checkpoints.pool import database_url
+from boundloop.checkpoints.saver import BoundloopSaver, postgres_saver
 
 
 @asynccontextmanager

@@ -19,7 +19,7 @@ from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool
 
-from checkpoints.errors import LedgerConflict
+from boundloop.checkpoints.errors import LedgerConflict
 
 LedgerStatus = Literal["INTENT", "COMPLETE", "ABORT"]
 POINTER_PREFIX = "payload:"

@@ -1,27 +1,13 @@
-"""graph: the boundloop state machine — state, budgets, guards, builder — and its surfaces.
+"""boundloop.graph: the state machine and everything a run needs around it.
 
-    from graph import build_graph, Runner, Task, RunSettings
+At the top, the state machine itself:
+- `state` (the checkpointed state and its reducers), `task` (the graph's input and run settings),
+  `guards` (the conditional edges), `builder` (nodes + guards → StateGraph), `check` (the build-time
+  check of the compiled graph), `server` (the graph `langgraph dev` serves);
+- the contracts the guards and nodes share: `sends`, `schedule`, `safety`, `tripwires`, `ladder`,
+  `fold_index`, `forms`, `services`.
 
-The names are loaded on first use, so importing one node module does not pull in the builder
-(and through it every node) first.
+Sub-packages by concern: `core` (vocabulary every layer may use), `models`, `context`, `trace`,
+`quality`, `calls`, `run`, `cli`, `console`, `evals`. The public entry is the `boundloop` package:
+`from boundloop import Runner, RunSettings, Task`.
 """
-
-from importlib import import_module
-from typing import Any
-
-_EXPORTS = {
-    "build_graph": "graph.builder",
-    "Runner": "graph.runner",
-    "RunReport": "graph.runner",
-    "RunSettings": "graph.task",
-    "Task": "graph.task",
-    "Terminal": "graph.status",
-}
-
-__all__ = list(_EXPORTS)
-
-
-def __getattr__(name: str) -> Any:
-    if name not in _EXPORTS:
-        raise AttributeError(f"module 'graph' has no attribute {name!r}")
-    return getattr(import_module(_EXPORTS[name]), name)

@@ -1,6 +1,6 @@
 """builder: assemble the phase nodes and guard edges into the boundloop StateGraph.
 
-`build_graph(checkpointer=...)` is the Python entry point; `graph.server` exports the same graph
+`build_graph(checkpointer=...)` is the Python entry point; `boundloop.graph.server` exports the same graph
 without a checkpointer for `langgraph dev` (the server supplies Postgres through langgraph.json).
 """
 
@@ -18,30 +18,32 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.runtime import Runtime
 
-from graph import deadline, guards, langsmith_trace, sends
-from graph.budget import add_usage, sparse
-from graph.check import check_graph
-from graph.faults import crash_point
-from graph.progress import PHASE_PROGRESS_STREAMED, phase_progress
-from graph.services import Services, current_run_id
-from graph.state import LoopState
-from graph.task import RunInput, RunSettings
-from graph.trace import graph_version, record_interrupt, record_node, record_task
-from nodes.act import act
-from nodes.approve import approve
-from nodes.commit import commit
-from nodes.compact import compact
-from nodes.critique import critique
-from nodes.escalate import escalate
-from nodes.execute import execute
-from nodes.finalize import finalize
-from nodes.intake import intake
-from nodes.plan import plan
-from nodes.remember import remember
-from nodes.repair import repair
-from nodes.retrieve import retrieve
-from nodes.validate_plan import validate_plan
-from nodes.verify import verify
+from boundloop.graph.core import deadline
+from boundloop.graph import guards, sends
+from boundloop.graph.trace import langsmith as langsmith_trace
+from boundloop.graph.core.budget import add_usage, sparse
+from boundloop.graph.check import check_graph
+from boundloop.graph.core.faults import crash_point
+from boundloop.graph.trace.progress import PHASE_PROGRESS_STREAMED, phase_progress
+from boundloop.graph.services import Services, current_run_id
+from boundloop.graph.state import LoopState
+from boundloop.graph.task import RunInput, RunSettings
+from boundloop.graph.trace.record import graph_version, record_interrupt, record_node, record_task
+from boundloop.nodes.act import act
+from boundloop.nodes.approve import approve
+from boundloop.nodes.commit import commit
+from boundloop.nodes.compact import compact
+from boundloop.nodes.critique import critique
+from boundloop.nodes.escalate import escalate
+from boundloop.nodes.execute import execute
+from boundloop.nodes.finalize import finalize
+from boundloop.nodes.intake import intake
+from boundloop.nodes.plan import plan
+from boundloop.nodes.remember import remember
+from boundloop.nodes.repair import repair
+from boundloop.nodes.retrieve import retrieve
+from boundloop.nodes.validate_plan import validate_plan
+from boundloop.nodes.verify import verify
 
 Node = Callable[..., Awaitable[dict[str, Any]]]
 RECURSION_LIMIT = 10_000

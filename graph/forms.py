@@ -14,7 +14,7 @@ from pydantic import BaseModel
 
 def budget_overrides_schema() -> dict[str, Any]:
     """Every budget dimension, optional; null lifts the limit."""
-    from graph.budget import Budget
+    from boundloop.graph.core.budget import Budget
 
     dimensions = _inline(Budget)["properties"]
     for schema in dimensions.values():
@@ -24,7 +24,7 @@ def budget_overrides_schema() -> dict[str, Any]:
 
 def servers_schema() -> dict[str, Any]:
     """The `mcpServers` shape (server name → one server's settings), or a servers file's path."""
-    from tools.config import ServerConfig
+    from boundloop.tools.config import ServerConfig
 
     server = _inline(ServerConfig)
     server["properties"].pop("name")
@@ -39,8 +39,8 @@ def servers_schema() -> dict[str, Any]:
 
 
 def policy_schema() -> dict[str, Any]:
-    """The policy-file shape (`tools.policy.Policy`)."""
-    from tools.policy import Policy
+    """The policy-file shape (`boundloop.tools.policy.Policy`)."""
+    from boundloop.tools.policy import Policy
 
     return _inline(Policy)
 

@@ -15,13 +15,14 @@ from typing import Any, Literal
 from langchain_core.messages import AIMessage
 from langgraph.types import Send
 
-from graph import memory, schedule, sends
-from graph.budget import Budget, check_before_model_call, check_before_step
-from graph.deadline import budget_left_s
-from graph.hosted_tools import approval_requests
-from graph.plan import evidence_to_fetch, unfinished
-from graph.status import Terminal
-from graph.tripwires import tripped
+from boundloop.graph.context import memory
+from boundloop.graph import schedule, sends
+from boundloop.graph.core.budget import Budget, check_before_model_call, check_before_step
+from boundloop.graph.core.deadline import budget_left_s
+from boundloop.graph.calls.hosted import approval_requests
+from boundloop.graph.core.plan import evidence_to_fetch, unfinished
+from boundloop.graph.core.status import Terminal
+from boundloop.graph.tripwires import tripped
 
 Stop = Literal["escalate", "finalize"]
 ASK_A_HUMAN = frozenset({Terminal.MISSING_INFO, Terminal.AMBIGUOUS_INTENT, Terminal.REVIEW_REQUIRED, Terminal.BUDGET_EXHAUSTED, Terminal.TIMEOUT})

@@ -4,7 +4,7 @@ whole history every time.
 `observations` (and `approvals`) are records merged by call id (graph/state.py). Every guard asks
 whether any call was refused by authority (graph/safety.py); every act step asks which calls await
 grounding and whether a dispatched call has run (nodes/observe.py); every actor turn asks whether
-a result was stored as a payload (graph/payload_tool.py) and which records are the retrieve phase's
+a result was stored as a payload (graph/context/payloads.py) and which records are the retrieve phase's
 evidence (the brief, nodes/act.py). Each answered by a pass over every record
 made an iteration's cost grow with the length of the run. The fold keeps a `Ladder` for each list it
 returns (graph/fold_index.py) and updates it for the records a write adds or replaces; `of()` finds
@@ -19,7 +19,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from graph.fold_index import FoldIndex
+from boundloop.graph.fold_index import FoldIndex
 
 AWAITING_GROUNDING = frozenset({"observed", "attempted"})
 """Stages of a call that ran (or was sent and never answered) and that observe has not grounded yet."""

@@ -19,9 +19,9 @@ from typing import Any
 
 from langchain_core.messages import AIMessage
 
-from graph import ladder
-from graph.plan import unfinished
-from graph.status import Terminal, ending
+from boundloop.graph import ladder
+from boundloop.graph.core.plan import unfinished
+from boundloop.graph.core.status import Terminal, ending
 
 DENIAL_LIMIT = 3
 """Denied calls in one run that trip the breaker, injection or not (seed 001: repeated permission denial)."""

@@ -2,7 +2,7 @@
 and order one turn's calls into dispatch waves (seed 000 §15.4.1, seed 004's inner loop).
 
 A call serves the first unfinished step that expects its tool and whose `args` it carries
-(graph/plan.py `serves`), preferring a step that is ready. A call whose step waits for a step that
+(graph/core/plan.py `serves`), preferring a step that is ready. A call whose step waits for a step that
 is not done is refused before dispatch (`dependency_unmet`) — unless an earlier call of the same
 turn serves that step: then it runs in a later wave of the same turn, after the calls it depends
 on, and is checked again right before it goes out (its dependency may have failed meanwhile).
@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from graph.plan import serves
+from boundloop.graph.core.plan import serves
 
 UNMET = (
     "dependency_unmet: {tool} serves plan step {step}, which waits for {missing} (not done). "

@@ -4,8 +4,8 @@
 way the Runner does (`Services.driving`): one driver per thread (the run lease, also against CLI
 and Python drivers), and the run's MCP servers are released when the run stops — it ended, waits
 for a human, failed or was cancelled — wherever it resumes next. A run cancelled with
-`action="interrupt"` is halted like Ctrl-C on the CLI (`graph.halt`); with `rollback` the server
-deletes its checkpoints (`checkpoints.saver.BoundloopSaver.adelete_for_runs`). For schemas and
+`action="interrupt"` is halted like Ctrl-C on the CLI (`boundloop.graph.run.halt`); with `rollback` the server
+deletes its checkpoints (`boundloop.checkpoints.saver.BoundloopSaver.adelete_for_runs`). For schemas and
 state reads it only hands out the graph.
 
 The graph is compiled without a checkpointer (the server supplies ours, langgraph.json names
@@ -23,9 +23,9 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.constants import CONFIG_KEY_CHECKPOINTER
 from langgraph.graph.state import CompiledStateGraph
 
-from graph.builder import RECURSION_LIMIT, build_graph
-from graph.halt import halt
-from graph.services import default_services
+from boundloop.graph.builder import RECURSION_LIMIT, build_graph
+from boundloop.graph.run.halt import halt
+from boundloop.graph.services import default_services
 
 
 class ServedGraph(CompiledStateGraph):

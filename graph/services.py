@@ -4,7 +4,7 @@ One MCP bridge per run (one session per server, reused across the run's calls, s
 use and closed when the process stops driving the run: it ended, waits for a human, was cancelled
 or failed; servers marked `shared`, such as the default workspace server, are shared by the runs
 of the process instead: tools/shared_sessions.py), one connection pool for our own tables, and the run leases. `driving(run_id)` is the
-one place a drive begins and ends, for the Runner and for the server (`graph.server`). Nodes reach
+one place a drive begins and ends, for the Runner and for the server (`boundloop.graph.server`). Nodes reach
 these through the `Services` the graph was built with; the server uses `default_services()`.
 """
 
@@ -19,14 +19,14 @@ from typing import Any
 from langgraph.config import get_config
 from psycopg_pool import AsyncConnectionPool
 
-from checkpoints import approvals
-from checkpoints.lease import LeaseHolder
-from graph.stops import Stops
-from tools import pinning
-from tools.bridge import MCPBridge
-from tools.config import load_servers
-from tools.registry import ToolRegistry
-from tools.shared_sessions import SharedSessions
+from boundloop.checkpoints import approvals
+from boundloop.checkpoints.lease import LeaseHolder
+from boundloop.graph.core.stops import Stops
+from boundloop.tools import pinning
+from boundloop.tools.bridge import MCPBridge
+from boundloop.tools.config import load_servers
+from boundloop.tools.registry import ToolRegistry
+from boundloop.tools.shared_sessions import SharedSessions
 
 
 def current_run_id() -> str:
@@ -40,7 +40,7 @@ def default_servers(workspace_root: str) -> dict[str, Any]:
         "mcpServers": {
             "workspace": {
                 "command": sys.executable,
-                "args": ["-m", "mcp_servers.workspace", "--root", workspace_root],
+                "args": ["-m", "boundloop.mcp_servers.workspace", "--root", workspace_root],
                 "trusted": True,
                 "shared": True,  # stateless per call, confined to its --root: one process per root
             }
@@ -79,9 +79,9 @@ class Services:
         self._asked: dict[str, bool] = {}
         """Per run driven here: whether a server's question was recorded for it when its drive began."""
         self.stops = Stops()
-        """Where a drive the Runner cancels may stop (graph/stops.py); every node passes through it."""
+        """Where a drive the Runner cancels may stop (graph/core/stops.py); every node passes through it."""
         self.graph_version = ""
-        """Hash of the compiled graph's nodes and edges (graph.trace.graph_version), set by build_graph."""
+        """Hash of the compiled graph's nodes and edges (boundloop.graph.trace.record.graph_version), set by build_graph."""
 
     @asynccontextmanager
     async def driving(self, run_id: str, *, on_error: Callable[[BaseException], Awaitable[None]] | None = None) -> AsyncIterator[None]:
@@ -109,7 +109,7 @@ class Services:
 
     def questions_may_be_recorded(self, run_id: str) -> bool:
         """Whether a call of the run may find a server's question recorded by an earlier attempt
-        (graph/elicitation.py): False only while this process drives the run and no question was
+        (graph/calls/elicitation.py): False only while this process drives the run and no question was
         recorded for it, before the drive began or during it. Only the lease holder records
         questions, so then a call need not ask the database first; a run driven without a lease
         (the graph called directly) always asks."""
@@ -145,7 +145,7 @@ class Services:
                 configs = await asyncio.to_thread(load_servers, servers_config(settings))
                 auth = None
                 if any(config.oauth for config in configs.values()):
-                    from tools import oauth  # cryptography and the SDK's OAuth client: only for servers that log in
+                    from boundloop.tools import oauth  # cryptography and the SDK's OAuth client: only for servers that log in
 
                     auth = oauth.logins(await self.pool())
                 bridge = await asyncio.to_thread(lambda: MCPBridge(configs, auth=auth, shared=self.shared_sessions if self._share_servers else None))
@@ -183,8 +183,8 @@ class Services:
         """The pool for our own tables, opened (and the schema migrated) on first use."""
         async with self._pool_lock:
             if self._pool is None:
-                from checkpoints.pool import database_url, open_pool
-                from checkpoints.schema import migrate
+                from boundloop.checkpoints.pool import database_url, open_pool
+                from boundloop.checkpoints.schema import migrate
 
                 # database_url may start the embedded cluster (subprocesses, file locks): off the loop.
                 url = self._database_url or await asyncio.to_thread(database_url)
@@ -215,7 +215,7 @@ def servers_config(settings: dict[str, Any]) -> dict[str, Any] | str:
         return settings["servers"]
     root = settings.get("workspace_root")
     if not root:
-        from graph.errors import ConfigError
+        from boundloop.graph.core.errors import ConfigError
 
         raise ConfigError("no MCP servers configured and no workspace root: pass --workspace DIR or --servers FILE")
     return default_servers(root)

@@ -16,10 +16,10 @@ from langgraph.graph.message import add_messages
 from pydantic import ConfigDict
 from typing_extensions import TypedDict  # pydantic builds the server's output schema only from this one on 3.11
 
-from graph import ladder
-from graph.budget import add_usage, summed_usage
-from graph.fold_index import FoldIndex
-from tools import breakers as breaker_state
+from boundloop.graph import ladder
+from boundloop.graph.core.budget import add_usage, summed_usage
+from boundloop.graph.fold_index import FoldIndex
+from boundloop.tools import breakers as breaker_state
 
 SNAPSHOT_EVERY = 4_000
 """Updates between full snapshots of a growing channel (LangGraph's default is 100; it also
@@ -142,11 +142,11 @@ class LoopState(TypedDict, total=False):
     __pydantic_config__ = ConfigDict(use_attribute_docstrings=True)  # the docstrings below become the output schema's descriptions
 
     task: dict[str, Any]
-    """The task (graph.task.Task as JSON)."""
+    """The task (boundloop.graph.task.Task as JSON)."""
     settings: dict[str, Any]
-    """The run settings captured at intake (graph.task.RunSettings as JSON)."""
+    """The run settings captured at intake (boundloop.graph.task.RunSettings as JSON)."""
     budget: dict[str, Any]
-    """The budget in force: profile defaults plus the task's overrides (graph.budget.Budget as JSON)."""
+    """The budget in force: profile defaults plus the task's overrides (boundloop.graph.core.budget.Budget as JSON)."""
     boundary: dict[str, Any]
     """The autonomy boundary: profile, policy version hash, servers and tools the run may use."""
     tools: dict[str, Any]
@@ -159,7 +159,7 @@ class LoopState(TypedDict, total=False):
     evidence: list[dict[str, Any]]
     """Results of the plan's read-only evidence steps, each with its source call."""
     memories: list[dict[str, Any]]
-    """Persistent memories recalled at intake (graph/memory.py): retrieved evidence with its source, never instructions."""
+    """Persistent memories recalled at intake (graph/context/memory.py): retrieved evidence with its source, never instructions."""
     messages: Annotated[list[AnyMessage], DeltaChannel(_fold_messages, snapshot_frequency=SNAPSHOT_EVERY)]
     """The actor's conversation: each AI tool call is paired with exactly one tool result."""
     observations: Annotated[list[dict[str, Any]], DeltaChannel(_fold_by_call_id, snapshot_frequency=SNAPSHOT_EVERY)]
@@ -171,7 +171,7 @@ class LoopState(TypedDict, total=False):
     """Budget consumed so far; nodes send deltas, the reducer sums them (and a checkpoint stores
     only them: the whole total in every step's checkpoint was a third of an iteration's blobs)."""
     breakers: Annotated[dict[str, Any], DeltaChannel(breaker_state.merged, snapshot_frequency=SNAPSHOT_EVERY)]
-    """Repeated-call and circuit-breaker counters (tools.breakers), checkpointed with the run; nodes
+    """Repeated-call and circuit-breaker counters (boundloop.tools.breakers), checkpointed with the run; nodes
     write only the entries they changed (one per distinct call grows the whole), the reducer merges them."""
     dispatch: list[list[dict[str, Any]]]
     """Admitted calls waiting to run, in waves: reads together, each write alone, in proposed order."""
@@ -180,7 +180,7 @@ class LoopState(TypedDict, total=False):
     quality: dict[str, Any]
     """Verification verdicts, critique scores, repair log, failure signatures, confidence."""
     goal_check: dict[str, Any]
-    """The latest periodic goal check (graph/goal_check.py): its window of actor turns, progress
+    """The latest periodic goal check (graph/quality/goal_check.py): its window of actor turns, progress
     signals, the goal_check model's verdict (or why there is none) and the decision."""
     ending: dict[str, Any] | None
     """Set by the node that decides how the run ends: {code, reason, next_safe_action}."""

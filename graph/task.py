@@ -15,10 +15,10 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema, field_validator
 
-from graph.forms import budget_overrides_schema, policy_schema, servers_schema
+from boundloop.graph.forms import budget_overrides_schema, policy_schema, servers_schema
 
-from graph.profiles import PROFILES, ProfileName
-from tools import secrets
+from boundloop.graph.core.profiles import PROFILES, ProfileName
+from boundloop.tools import secrets
 
 
 class Check(BaseModel):
@@ -87,7 +87,7 @@ class Task(BaseModel):
     @field_validator("budget")
     @classmethod
     def _budget_known(cls, budget: dict[str, Any]) -> dict[str, Any]:
-        from graph.budget import Budget
+        from boundloop.graph.core.budget import Budget
 
         unknown = sorted(set(budget) - set(Budget.model_fields))
         if unknown:
@@ -164,7 +164,7 @@ class RunSettings(BaseModel):
     """Per-request timeout for the model; a request that runs longer is cancelled and retried
     (within budget.retries). No call, of the model or of a tool, outlives the wall-clock budget."""
     context_windows: dict[str, int] = Field(default_factory=dict)
-    """Extra model context windows, tokens per request: {"model": tokens} (graph/models.py CONTEXT_WINDOWS)."""
+    """Extra model context windows, tokens per request: {"model": tokens} (graph/models/catalog.py CONTEXT_WINDOWS)."""
     context_threshold: float = Field(default=0.8, gt=0, le=1)
     """Share of the context limit at which the actor's context is compacted before the call."""
     max_result_chars: int = 4_000
@@ -203,7 +203,7 @@ class RunSettings(BaseModel):
     @field_validator("hosted_tools")
     @classmethod
     def _hosted_hold_no_secret(cls, declared: dict[str, Any] | str | None) -> dict[str, Any] | str | None:
-        from tools import hosted
+        from boundloop.tools import hosted
 
         if isinstance(declared, str) and not Path(declared).is_absolute():
             raise ValueError(f"hosted tools file {declared!r} is not an absolute path; the run may resume in another directory, so give the full path")

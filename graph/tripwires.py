@@ -4,7 +4,7 @@ A refusal at the gate, a failing tool, a judge that finds sources in conflict: n
 nodes decides that the run is over. Every edge asks `tripped(state)` first (guards.must_stop),
 and finalize writes the same ending. Pure functions of the checkpointed state, in order of
 severity: safety, permission, loops, conflicting sources, and the periodic goal check
-(graph/goal_check.py: a block of actor turns with no progress).
+(graph/quality/goal_check.py: a block of actor turns with no progress).
 
 Loop detection is seed 002's rule: the same call ending the same way three times without
 progress (no verified call in between) is a loop — a refused `repeated_call`, the same
@@ -17,8 +17,9 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from graph import goal_check, safety
-from graph.status import Terminal, ending
+from boundloop.graph.quality import goal_check
+from boundloop.graph import safety
+from boundloop.graph.core.status import Terminal, ending
 
 REPEAT_LIMIT = 3
 NOT_A_LOOP = frozenset({"pending", "ok", "budget_exceeded", "cancelled", "unknown_after_crash"})

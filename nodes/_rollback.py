@@ -10,11 +10,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from checkpoints import store
-from graph.services import Services
-from graph.status import Terminal
-from tools import pinning, saga
-from tools.registry import qualified_name
+from boundloop.checkpoints import store
+from boundloop.graph.services import Services
+from boundloop.graph.core.status import Terminal
+from boundloop.tools import pinning, saga
+from boundloop.tools.registry import qualified_name
 
 ROLLS_BACK: frozenset[str] = frozenset(
     {Terminal.VALIDATION_FAIL, Terminal.REPEATED_FAILURE, Terminal.LOW_CONFIDENCE, Terminal.UNSAFE_DETECTION}
@@ -44,5 +44,5 @@ async def roll_back(run_id: str, settings: dict[str, Any], services: Services, p
 
 
 def _hosted(entry: store.LedgerEntry) -> bool:
-    """A side effect a provider-hosted tool made (graph/hosted_tools.py): nothing of ours can undo it."""
+    """A side effect a provider-hosted tool made (graph/calls/hosted.py): nothing of ours can undo it."""
     return isinstance(entry.result, dict) and bool(entry.result.get("hosted"))

@@ -22,16 +22,19 @@ from typing import Any
 
 from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
 
-from graph import compaction, context, goal_check, guards, hosted_tools, ladder, memory, payload_tool, schedule
-from graph.budget import add_usage
-from graph.models import NoReply, call_model, model_id
-from graph.prompts import ACTOR, SCHEMA_RULE, evidence_brief, task_brief
-from graph.services import Services, current_run_id
-from graph.state import applied, combined
-from graph.status import Terminal, ending
-from nodes.gate import gate
-from nodes.observe import observe
-from tools.errors import ConfigError
+from boundloop.graph.context import compaction, size as context, memory, payloads as payload_tool
+from boundloop.graph.quality import goal_check
+from boundloop.graph import guards, ladder, schedule
+from boundloop.graph.calls import hosted as hosted_tools
+from boundloop.graph.core.budget import add_usage
+from boundloop.graph.models.catalog import NoReply, call_model, model_id
+from boundloop.graph.models.prompts import ACTOR, SCHEMA_RULE, evidence_brief, task_brief
+from boundloop.graph.services import Services, current_run_id
+from boundloop.graph.state import applied, combined
+from boundloop.graph.core.status import Terminal, ending
+from boundloop.nodes.gate import gate
+from boundloop.nodes.observe import observe
+from boundloop.tools.errors import ConfigError
 
 GATED = {"phase": "act", "gated": True}
 """act's status when the gate decided the reply's calls in this step: the guard dispatches them."""

@@ -5,7 +5,7 @@ clients and Studio render a form. Before the interrupt the node only records the
 own bookkeeping, idempotent); no tool runs here at all: an approved call runs later in its place
 in the dispatch waves, in the order the model proposed it (guards.route_tool_calls), so a later
 approved write never overtakes an earlier admitted one. The decision is bound to the exact call —
-run, call id, argument hash — and used once (checkpoints.approvals); a decision that does not fit
+run, call id, argument hash — and used once (boundloop.checkpoints.approvals); a decision that does not fit
 is refused and the human is asked again. An expired request is decided as a rejection.
 """
 
@@ -19,14 +19,14 @@ from langchain_core.messages import ToolMessage
 from langgraph.types import interrupt
 from pydantic import BaseModel, ConfigDict
 
-from checkpoints import approvals
-from checkpoints.errors import ApprovalRefused
-from graph import hosted_tools
-from graph.budget import add_usage
-from graph.services import Services, current_run_id
-from nodes.execute import record_outcome
-from tools import arguments, breakers, gateway
-from tools.outcome import CallOutcome
+from boundloop.checkpoints import approvals
+from boundloop.checkpoints.errors import ApprovalRefused
+from boundloop.graph.calls import hosted as hosted_tools
+from boundloop.graph.core.budget import add_usage
+from boundloop.graph.services import Services, current_run_id
+from boundloop.nodes.execute import record_outcome
+from boundloop.tools import arguments, breakers, gateway
+from boundloop.tools.outcome import CallOutcome
 
 REJECTED = "rejected: a human declined {name}: {message}"
 EXPIRED = "approval for {name} expired before a decision; treated as a rejection"
@@ -134,7 +134,7 @@ async def _claim(pool: Any, run_id: str, call: dict[str, Any], decision: Approva
 
 
 def _expired(recorded: Any) -> bool:
-    """The request was used after its expiry, so it was recorded as a rejection (checkpoints.approvals)."""
+    """The request was used after its expiry, so it was recorded as a rejection (boundloop.checkpoints.approvals)."""
     return recorded.expires_at is not None and recorded.decided_at is not None and recorded.decided_at > recorded.expires_at
 
 

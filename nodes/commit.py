@@ -1,7 +1,7 @@
 """commit: decide from confidence whether the result commits, needs review, or is rejected,
 and seal it with a SHA-256 content hash and a provenance record.
 
-Confidence and the approval triggers are graph/confidence.py's: a result above the commit threshold
+Confidence and the approval triggers are graph/quality/confidence.py's: a result above the commit threshold
 still goes to review when a trigger holds (an irreversible effect no human approved, a low safety
 score, a task that asks for approval).
 
@@ -16,10 +16,10 @@ import hashlib
 from dataclasses import asdict
 from typing import Any
 
-from graph.confidence import estimate, review_triggers, signals_of
-from graph.plan import describe_unfinished, unfinished
-from graph.services import Services
-from graph.status import Terminal, ending
+from boundloop.graph.quality.confidence import estimate, review_triggers, signals_of
+from boundloop.graph.core.plan import describe_unfinished, unfinished
+from boundloop.graph.services import Services
+from boundloop.graph.core.status import Terminal, ending
 
 
 async def commit(state: dict[str, Any], services: Services) -> dict[str, Any]:

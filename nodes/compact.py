@@ -1,6 +1,6 @@
 """compact: the context pressure gate's node — make room in the actor's context before its call.
 
-Runs when `act` found its next request over the threshold (graph/compaction.py says what is kept
+Runs when `act` found its next request over the threshold (graph/context/compaction.py says what is kept
 and what goes). Dropped tool results are stored in the payload store under their call id (unless
 a bound already stored the full output); the dropped turns as a whole — the model's drafts
 included — are archived under `compaction:<n>`. Then the conversation is replaced by the record
@@ -16,12 +16,12 @@ from typing import Any
 from langchain_core.messages import RemoveMessage, ToolMessage, messages_to_dict
 from langgraph.graph.message import REMOVE_ALL_MESSAGES
 
-from checkpoints import store
-from graph import compaction, context
-from graph.models import model_id
-from graph.services import Services, current_run_id
-from graph.status import Terminal, ending
-from nodes.act import actor_request
+from boundloop.checkpoints import store
+from boundloop.graph.context import compaction, size as context
+from boundloop.graph.models.catalog import model_id
+from boundloop.graph.services import Services, current_run_id
+from boundloop.graph.core.status import Terminal, ending
+from boundloop.nodes.act import actor_request
 
 UNSAFE = ("context_tokens: the run's must-keep state alone needs {tokens} tokens, over the compaction threshold of "
           "{threshold} ({share:.0%} of the {limit}-token limit); compaction cannot make room without losing it.")

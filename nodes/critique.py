@@ -6,8 +6,8 @@ judge) gave no usable reply even when asked again and nobody else found the outp
 unattended run then ends UNAVAILABLE_DEP naming the role, and keeps its work.
 
 The critic sees the task, the output, the evidence and the verifier's findings — never the
-actor's messages. It names a root-cause class per defect (graph/diagnosis.py) and, where it can
-tell, the plan step that produced it (checked against the plan: graph/fault_trace.py). Its verdict
+actor's messages. It names a root-cause class per defect (graph/quality/diagnosis.py) and, where it can
+tell, the plan step that produced it (checked against the plan: graph/quality/fault_trace.py). Its verdict
 passes only when every dimension meets its minimum (an L∞ gate: no dimension may be traded for
 another), and verification passed too.
 """
@@ -19,12 +19,12 @@ from typing import Any
 from langchain_core.messages import HumanMessage, SystemMessage
 from pydantic import BaseModel, Field
 
-from graph import convergence, fault_trace
-from graph.budget import Budget
-from graph.diagnosis import RootCause
-from graph.models import NoReply, ask_for, unusable_reply_ending
-from graph.prompts import CRITIC, evidence_brief, task_brief
-from graph.services import Services
+from boundloop.graph.quality import convergence, fault_trace
+from boundloop.graph.core.budget import Budget
+from boundloop.graph.quality.diagnosis import RootCause
+from boundloop.graph.models.catalog import NoReply, ask_for, unusable_reply_ending
+from boundloop.graph.models.prompts import CRITIC, evidence_brief, task_brief
+from boundloop.graph.services import Services
 
 RUBRIC: dict[str, tuple[float, float]] = {
     "correctness": (0.40, 0.80),
@@ -51,7 +51,7 @@ class Defect(BaseModel):
     the repair classifies the defect by the rubric dimension it hurts most."""
     step: str = ""
     """The plan step that produced the defective part, when the critic can tell; a name that is not a
-    step of the plan is ignored (graph/fault_trace.py)."""
+    step of the plan is ignored (graph/quality/fault_trace.py)."""
 
 
 UNSCORED = {"passed": False, "weighted": 0.0, "scores": {}, "below_minimum": [], "defects": []}
@@ -99,7 +99,7 @@ def _steps_brief(steps: list[dict[str, Any]]) -> str:
 
 
 def _measured(quality: dict[str, Any], state: dict[str, Any]) -> dict[str, Any]:
-    """The iteration's quality score recorded, for convergence control (graph/convergence.py)."""
+    """The iteration's quality score recorded, for convergence control (graph/quality/convergence.py)."""
     usage = state.get("usage", {})
     return convergence.record(quality, iteration=usage.get("repairs", 0), turn=usage.get("calls_by_role", {}).get("actor", 0))
 

@@ -14,11 +14,11 @@ from langchain_core.messages import HumanMessage
 from langgraph.types import interrupt
 from pydantic import BaseModel, ConfigDict
 
-from checkpoints import approvals
-from checkpoints.errors import ApprovalRefused
-from graph.budget import Budget, check_before_model_call, check_before_step
-from graph.services import Services, current_run_id
-from graph.status import Terminal, ending
+from boundloop.checkpoints import approvals
+from boundloop.checkpoints.errors import ApprovalRefused
+from boundloop.graph.core.budget import Budget, check_before_model_call, check_before_step
+from boundloop.graph.services import Services, current_run_id
+from boundloop.graph.core.status import Terminal, ending
 
 Kind = Literal["plan_approval", "ask_user", "budget_extension", "review", "disagreement", "repair_review"]
 

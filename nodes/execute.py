@@ -3,7 +3,7 @@
 Because every call is its own task, one call's failure or interrupt never re-runs a sibling.
 Reads run freely in parallel. Side-effecting calls go one at a time (the run's write lock) and
 through the write-ahead ledger, so a crash and resume never sends a completed call again.
-A server's question during the call stops the call and interrupts the run (graph/elicitation.py).
+A server's question during the call stops the call and interrupts the run (graph/calls/elicitation.py).
 Right before dispatch the policy is asked again on what the call reaches now: a symlink or a
 rename made since the gate (by an earlier call, another process, or during a long approval)
 cannot carry the call into a denied resource. A call held for a later wave of its turn (it serves a
@@ -20,11 +20,12 @@ from typing import Any
 
 from langchain_core.messages import ToolMessage
 
-from graph import deadline, elicitation, mcp_scope
-from graph.budget import add_usage, tool_call_reservation
-from graph.services import Services, current_run_id
-from tools import client_features, dispatch, gateway, ledger, pinning
-from tools.outcome import CallOutcome
+from boundloop.graph.core import deadline
+from boundloop.graph.calls import elicitation, scope as mcp_scope
+from boundloop.graph.core.budget import add_usage, tool_call_reservation
+from boundloop.graph.services import Services, current_run_id
+from boundloop.tools import client_features, dispatch, gateway, ledger, pinning
+from boundloop.tools.outcome import CallOutcome
 
 
 DENIED_AT_DISPATCH = "denied: {name} now reaches a resource it may not ({rule}: {reason}). The call was not made."
@@ -115,7 +116,7 @@ async def record_outcome(
     excerpt, truncated = dispatch.bound_text(outcome.text, settings.get("max_result_chars", 4_000))
     pointer = None
     if truncated:
-        from checkpoints.store import put_payload
+        from boundloop.checkpoints.store import put_payload
 
         pointer = await put_payload(await services.pool(), current_run_id(), call["call_id"], outcome.text)
     text = gateway.model_text(outcome, excerpt, truncated, call.get("warning"))

@@ -2,7 +2,7 @@
 
 The artifact is the committed result with provenance (SUCCESS; PARTIAL_SUCCESS adds the
 unresolved steps), or a failure report with the diagnosis, the partial output (when repairs gave
-up, the loop's best-scoring output, not merely the last; graph/convergence.py) and the next safe
+up, the loop's best-scoring output, not merely the last; graph/quality/convergence.py) and the next safe
 action, or a halt record. The ending is a node's, else a tripwire's (graph/tripwires.py), else a
 budget's. A quality or safety failure rolls the run's side effects back first
 (nodes/_rollback.py) and lists what needs a person; a safety ending also writes its evidence —
@@ -14,14 +14,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from checkpoints import store
-from graph import safety
-from graph.budget import Budget, check_before_model_call, check_before_step
-from graph.services import Services, current_run_id
-from graph.status import Terminal, ending
-from graph.tripwires import tripped
-from nodes._rollback import ROLLS_BACK, roll_back
-from nodes.verify import final_answer
+from boundloop.checkpoints import store
+from boundloop.graph import safety
+from boundloop.graph.core.budget import Budget, check_before_model_call, check_before_step
+from boundloop.graph.services import Services, current_run_id
+from boundloop.graph.core.status import Terminal, ending
+from boundloop.graph.tripwires import tripped
+from boundloop.nodes._rollback import ROLLS_BACK, roll_back
+from boundloop.nodes.verify import final_answer
 
 
 async def finalize(state: dict[str, Any], services: Services) -> dict[str, Any]:

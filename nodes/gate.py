@@ -19,11 +19,13 @@ from typing import Any
 
 from langchain_core.messages import AIMessage, ToolMessage
 
-from graph import hosted_tools, payload_tool, schedule
-from graph.budget import Budget, add_usage
-from graph.services import Services, current_run_id
-from graph.status import Terminal, ending
-from tools import gateway
+from boundloop.graph.calls import hosted as hosted_tools
+from boundloop.graph.context import payloads as payload_tool
+from boundloop.graph import schedule
+from boundloop.graph.core.budget import Budget, add_usage
+from boundloop.graph.services import Services, current_run_id
+from boundloop.graph.core.status import Terminal, ending
+from boundloop.tools import gateway
 
 MALFORMED = "invalid_arguments: {name}: the arguments are not valid JSON ({error}); received {raw!r}. Send the call again with a JSON object of named arguments."
 

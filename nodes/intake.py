@@ -10,17 +10,17 @@ from typing import Any
 from langgraph.runtime import Runtime
 from pydantic import BaseModel, ValidationError
 
-from graph import memory
-from graph.budget import Exhaustion, empty_usage
-from graph.errors import BoundloopError, SettingsMissing
-from graph.models import api_of, model_id, price_of
-from graph.profiles import budget_for
-from graph.prompts import PROMPT_VERSION
-from graph.services import Services, current_run_id
-from graph.status import Terminal, ending
-from graph.task import RunSettings, Task
-from tools import gateway, hosted, pinning
-from tools.errors import ConfigError, PolicyError
+from boundloop.graph.context import memory
+from boundloop.graph.core.budget import Exhaustion, empty_usage
+from boundloop.graph.core.errors import BoundloopError, SettingsMissing
+from boundloop.graph.models.catalog import api_of, model_id, price_of
+from boundloop.graph.core.profiles import budget_for
+from boundloop.graph.models.prompts import PROMPT_VERSION
+from boundloop.graph.services import Services, current_run_id
+from boundloop.graph.core.status import Terminal, ending
+from boundloop.graph.task import RunSettings, Task
+from boundloop.tools import gateway, hosted, pinning
+from boundloop.tools.errors import ConfigError, PolicyError
 
 NEEDS_RESPONSES = ("hosted tools need the Responses API, but model {model!r} is called through {api}; "
                    "set \"model_apis\": {{\"{model}\": \"responses\"}} in the settings (CLI: in the --config file)")

@@ -6,7 +6,7 @@ allows one (tools/postconditions.py: the checksum of the file written, the id an
 record created, read from the result the ledger kept); anything else stays where it is, with its
 code. Each call counts for the plan step the gate bound it to (graph/schedule.py), and a step is
 done only when a call made for it is verified; a failed call marks its step failed, and a step
-whose calls keep failing asks for a targeted re-plan (graph/replan.py) — or, with no re-plan left,
+whose calls keep failing asks for a targeted re-plan (graph/quality/replan.py) — or, with no re-plan left,
 ends the run BUDGET_EXHAUSTED on `replans`. Results that carry
 instructions for the agent are flagged with their cues for the safety breaker (graph/safety.py).
 Also settles the breakers (repeated calls, circuits) and the wave's wall-clock time, and sends a
@@ -19,17 +19,17 @@ from typing import Any
 
 from langchain_core.messages import ToolMessage
 
-from checkpoints import store
-from graph import ladder
-from graph import plan as plans
-from graph import replan
-from graph.budget import Budget
-from graph.safety import instruction_cues
-from graph.services import Services, current_run_id
-from graph.status import Terminal, ending
-from tools import breakers, pinning, postconditions
-from tools.errors import BridgeError
-from tools.registry import qualified_name
+from boundloop.checkpoints import store
+from boundloop.graph import ladder
+from boundloop.graph.core import plan as plans
+from boundloop.graph.quality import replan
+from boundloop.graph.core.budget import Budget
+from boundloop.graph.safety import instruction_cues
+from boundloop.graph.services import Services, current_run_id
+from boundloop.graph.core.status import Terminal, ending
+from boundloop.tools import breakers, pinning, postconditions
+from boundloop.tools.errors import BridgeError
+from boundloop.tools.registry import qualified_name
 
 TOOL_AUTHORED = frozenset({"ok", "tool_error"})
 """Outcomes whose text the tool wrote (the rest are the harness's own words)."""

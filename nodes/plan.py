@@ -1,6 +1,6 @@
 """plan: ask the planner model for a structured plan (steps, dependencies, tools, done criteria).
 
-With a pending re-plan (graph/replan.py) the planner is asked to replace only the affected steps;
+With a pending re-plan (graph/quality/replan.py) the planner is asked to replace only the affected steps;
 the kept ones, done steps above all, are carried over untouched, and the re-plan is counted
 against `budget.replans` and logged in the plan's `revisions`.
 """
@@ -12,13 +12,14 @@ from typing import Any
 
 from langchain_core.messages import HumanMessage, SystemMessage
 
-from graph import memory, replan
-from graph.budget import Budget, remaining
-from graph.models import NoReply, call_model
-from graph.plan import PlanReply
-from graph.prompts import PLANNER, task_brief
-from graph.replies import parse_reply
-from graph.services import Services, current_run_id
+from boundloop.graph.context import memory
+from boundloop.graph.quality import replan
+from boundloop.graph.core.budget import Budget, remaining
+from boundloop.graph.models.catalog import NoReply, call_model
+from boundloop.graph.core.plan import PlanReply
+from boundloop.graph.models.prompts import PLANNER, task_brief
+from boundloop.graph.core.replies import parse_reply
+from boundloop.graph.services import Services, current_run_id
 
 
 async def plan(state: dict[str, Any], services: Services) -> dict[str, Any]:

@@ -2,7 +2,7 @@
 memories (commit → remember → finalize; an answer that proposes none goes from commit to finalize).
 
 Promotes the final answer's candidate memories that its verified observations back
-(graph/memory.py), within the `memory_writes` budget; where the profile says so, a human approves
+(graph/context/memory.py), within the `memory_writes` budget; where the profile says so, a human approves
 first, through the same interrupt as every other request (`boundloop approve RUN m.approval`).
 Every candidate's verdict, with the reason for each rejection, is a `memory` trace event; a
 promoted memory's sources are stored as payloads, so it can be rebuilt from that event.
@@ -18,12 +18,12 @@ from typing import Any
 
 from langgraph.types import interrupt
 
-from checkpoints import approvals, store
-from checkpoints.errors import ApprovalRefused
-from graph import memory
-from graph.budget import Budget
-from graph.services import Services, current_run_id
-from nodes.escalate import EscalationAnswer
+from boundloop.checkpoints import approvals, store
+from boundloop.checkpoints.errors import ApprovalRefused
+from boundloop.graph.context import memory
+from boundloop.graph.core.budget import Budget
+from boundloop.graph.services import Services, current_run_id
+from boundloop.nodes.escalate import EscalationAnswer
 
 APPROVAL_CALL_ID = "m.approval"
 

@@ -1,16 +1,16 @@
 """repair: diagnose the output's defects by root cause and pick the repair strategy — within bounds.
 
-Each defect is classified (graph/diagnosis.py) and the round takes the strongest strategy its
+Each defect is classified (graph/quality/diagnosis.py) and the round takes the strongest strategy its
 defects need, raised one rung each time a class comes back. The actor receives the diagnosis as
 structured data (class, location, step, expected/actual, strategy), not prose. A REPLAN round asks
-the planner for a targeted re-plan (graph/replan.py) of the unfinished steps and of the steps its
-defects were traced to (graph/fault_trace.py) with their dependents, reopened though done. Every
+the planner for a targeted re-plan (graph/quality/replan.py) of the unfinished steps and of the steps its
+defects were traced to (graph/quality/fault_trace.py) with their dependents, reopened though done. Every
 other done step is kept. A round that would need a HUMAN, or a re-plan with none left, stops repairing.
 
 A final answer given while a required plan step is not done comes here straight from act (the
 completion check, before any judge): the defects are then the unfinished steps.
 
-Repairing stops, keeping the best-scoring output (graph/convergence.py), when the same failure has
+Repairing stops, keeping the best-scoring output (graph/quality/convergence.py), when the same failure has
 been seen three times (REPEATED_FAILURE), when the quality score stalls (after one re-plan), when
 the repair budget is spent, or when the ladder reaches HUMAN (VALIDATION_FAIL). Such an ending
 asks a human first when the run is attended (escalate's `repair_review`).
@@ -24,11 +24,11 @@ from typing import Any
 
 from langchain_core.messages import HumanMessage
 
-from graph import convergence, diagnosis, replan
-from graph.budget import Budget
-from graph.plan import describe_unfinished, unfinished
-from graph.services import Services
-from graph.status import Terminal, ending
+from boundloop.graph.quality import convergence, diagnosis, replan
+from boundloop.graph.core.budget import Budget
+from boundloop.graph.core.plan import describe_unfinished, unfinished
+from boundloop.graph.services import Services
+from boundloop.graph.core.status import Terminal, ending
 
 REPEAT_LIMIT = 3
 FEEDBACK = "Your answer did not pass review. Repair strategy {strategy}: {instruction}\nDiagnosis (JSON):\n{diagnosis}"
@@ -93,7 +93,7 @@ def _repair_round(state: dict[str, Any], quality: dict[str, Any], planned: list[
 
 
 def _replan_request(steps: list[dict[str, Any]], planned: list[dict[str, Any]], reason: str) -> dict[str, Any]:
-    """The re-plan a REPLAN round asks for. The steps its defects were traced to (graph/fault_trace.py)
+    """The re-plan a REPLAN round asks for. The steps its defects were traced to (graph/quality/fault_trace.py)
     are reopened, done or not, with their dependents; the unfinished steps are replaced as well, as
     before tracing. No defect traced: the unfinished steps alone (none: the whole plan but its done steps)."""
     ids = {step["id"] for step in steps}  # a step of an earlier plan, since replaced, is no trace

@@ -3,7 +3,7 @@
 Evidence calls pass the same gate as the actor's calls (a plan cannot smuggle a write in here:
 validate_plan already refused non-read-only evidence tools, and policy still decides each call).
 Their results are not part of the actor's conversation; the actor sees them in its brief. After a
-re-plan only the evidence steps not yet retrieved run (graph/plan.py `evidence_to_fetch`); the evidence kept stays.
+re-plan only the evidence steps not yet retrieved run (graph/core/plan.py `evidence_to_fetch`); the evidence kept stays.
 """
 
 from __future__ import annotations
@@ -12,11 +12,11 @@ import asyncio
 import time
 from typing import Any
 
-from graph.budget import Budget, add_usage
-from graph.plan import evidence_to_fetch
-from graph.services import Services, current_run_id
-from nodes.execute import run_call
-from tools import gateway
+from boundloop.graph.core.budget import Budget, add_usage
+from boundloop.graph.core.plan import evidence_to_fetch
+from boundloop.graph.services import Services, current_run_id
+from boundloop.nodes.execute import run_call
+from boundloop.tools import gateway
 
 
 async def retrieve(state: dict[str, Any], services: Services) -> dict[str, Any]:

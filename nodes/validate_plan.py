@@ -1,7 +1,7 @@
 """validate_plan: check a plan deterministically — ids, dependencies acyclic, tools exist, budget fits.
 
 Never calls a model. A rejected plan goes back to the planner while replans are left, as a
-targeted re-plan (graph/replan.py): only the steps the errors name, and their dependents, are
+targeted re-plan (graph/quality/replan.py): only the steps the errors name, and their dependents, are
 replaced. After that the run ends: IMPOSSIBLE when the plan needs tools the run does not have,
 VALIDATION_FAIL otherwise.
 """
@@ -10,13 +10,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from graph import replan
-from graph.budget import Budget
-from graph.plan import plan_hash
-from graph.services import Services, current_run_id
-from graph.status import Terminal, ending
-from tools.arguments import validate as validate_arguments
-from tools.registry import ToolRegistry
+from boundloop.graph.quality import replan
+from boundloop.graph.core.budget import Budget
+from boundloop.graph.core.plan import plan_hash
+from boundloop.graph.services import Services, current_run_id
+from boundloop.graph.core.status import Terminal, ending
+from boundloop.tools.arguments import validate as validate_arguments
+from boundloop.tools.registry import ToolRegistry
 
 UNKNOWN_TOOL = "step {step}: tool {tool!r} does not exist; available: {available}"
 Problem = tuple[str | None, str]

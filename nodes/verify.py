@@ -3,11 +3,11 @@ the task's tests and artifact checks through tools, then the acceptance criteria
 model (seed 002's order: tests → artifacts → an LLM judge as the fallback). Each stage runs only
 if the one before it passed: a failing test is reason enough to repair, without paying for a judge.
 
-Each failure a check finds carries its root cause (graph/diagnosis.py) where the check tells it: a
+Each failure a check finds carries its root cause (graph/quality/diagnosis.py) where the check tells it: a
 schema violation, a failing test (a logic error), an artifact missing its text (incompleteness), a
 tool that erred; the judge's unmet criteria are classified later, with the critic's defects. A
 check's failure also names the plan step that wrote the file it points at, where one did
-(graph/fault_trace.py), so a re-plan can replace that step alone.
+(graph/quality/fault_trace.py), so a re-plan can replace that step alone.
 
 A judge that gives no usable verdict, even asked again, fails nothing: an attended run records the
 verdict as undecided (the critic still scores, and a human reviews); an unattended run ends
@@ -25,17 +25,18 @@ from jsonschema import validators
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
 from pydantic import BaseModel, Field
 
-from checkpoints.store import get_payload
-from graph import fault_trace, memory
-from graph.budget import Budget, add_usage
-from graph.diagnosis import RootCause
-from graph.models import MAX_ASKS, NoReply, ask_for, unusable_reply_ending
-from graph.prompts import JUDGE, evidence_brief, task_brief
-from graph.services import Services, current_run_id
-from nodes.critique import can_ask_a_human
-from graph.test_results import add_tests, test_failures, test_report
-from nodes.execute import run_call
-from tools import gateway
+from boundloop.checkpoints.store import get_payload
+from boundloop.graph.quality import fault_trace
+from boundloop.graph.context import memory
+from boundloop.graph.core.budget import Budget, add_usage
+from boundloop.graph.quality.diagnosis import RootCause
+from boundloop.graph.models.catalog import MAX_ASKS, NoReply, ask_for, unusable_reply_ending
+from boundloop.graph.models.prompts import JUDGE, evidence_brief, task_brief
+from boundloop.graph.services import Services, current_run_id
+from boundloop.nodes.critique import can_ask_a_human
+from boundloop.graph.quality.test_results import add_tests, test_failures, test_report
+from boundloop.nodes.execute import run_call
+from boundloop.tools import gateway
 
 
 class Failure(BaseModel):
@@ -158,7 +159,7 @@ async def run_checks(state: dict[str, Any], services: Services) -> tuple[list[di
 
 
 def _traced(failed_checks: list[tuple[dict[str, Any], dict[str, Any] | None]], writers: fault_trace.Writers, registry: Any) -> list[dict[str, Any]]:
-    """Each failure with the plan step that wrote the file it points at, where one did (graph/fault_trace.py)."""
+    """Each failure with the plan step that wrote the file it points at, where one did (graph/quality/fault_trace.py)."""
     traced = []
     for failure, check in failed_checks:
         if check is not None:

@@ -20,7 +20,7 @@ import psycopg
 import pytest
 from psycopg_pool import AsyncConnectionPool
 
-from checkpoints import LocalCluster, migrate, open_pool
+from boundloop.checkpoints import LocalCluster, migrate, open_pool
 from tests.leftovers import adopt_orphans, wait_for_none
 
 

@@ -74,8 +74,8 @@ ensure_postgres() {
   "$VENV_PYTHON" - <<'PY'
 import sys
 
-from checkpoints import PostgresNotInstalled
-from checkpoints.binaries import server_bindir
+from boundloop.checkpoints import PostgresNotInstalled
+from boundloop.checkpoints.binaries import server_bindir
 
 try:
     server_bindir(install=True)

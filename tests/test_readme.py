@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from checkpoints import LocalCluster
+from boundloop.checkpoints import LocalCluster
 
 REPO = Path(__file__).resolve().parents[1]
 BLOCK = re.compile(r"(?:<!--\s*not run:(?P<why>[^>]*)-->\s*\n)?^```(?P<language>[\w-]*)\n(?P<body>.*?)^```", re.S | re.M)

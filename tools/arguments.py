@@ -17,7 +17,7 @@ from jsonschema.exceptions import SchemaError, ValidationError
 from jsonschema.protocols import Validator
 from jsonschema.validators import validator_for
 
-from tools.registry import ToolSpec
+from boundloop.tools.registry import ToolSpec
 
 MAX_MESSAGES = 10
 _VALUE_CHARS = 80

@@ -25,7 +25,7 @@ tool_error (the tool is not working, whatever the cause); for the *server* circu
 and server_unavailable (the transport is failing; a tool reporting a bad argument says nothing
 about the server). Refusals before dispatch, cancellations and `unknown_after_crash` count for
 neither, nor as a repeat; any other dispatched outcome is a success. The model has a circuit of
-the same kind, `model:<model id>`, advanced per attempt by graph/model_calls.py (`record_circuit`).
+the same kind, `model:<model id>`, advanced per attempt by graph/models/calls.py (`record_circuit`).
 """
 
 from __future__ import annotations
@@ -35,8 +35,8 @@ import json
 from dataclasses import dataclass
 from typing import Any, Iterable, Literal, Mapping, Sequence
 
-from tools.outcome import REFUSED_BEFORE_DISPATCH
-from tools.registry import ToolSpec
+from boundloop.tools.outcome import REFUSED_BEFORE_DISPATCH
+from boundloop.tools.registry import ToolSpec
 
 CircuitState = Literal["closed", "open", "half_open"]
 

@@ -21,7 +21,7 @@ A call is never re-sent here: whether an unanswered call may be repeated is the 
 dispatch's decision.
 
 The per-call timeout is the server's `timeout_s` when its config sets one (bounded by the step's
-deadline, graph/deadline.py), else the caller's.
+deadline, graph/core/deadline.py), else the caller's.
 
 Every wait is bounded: the handshake by `startup_timeout_s`, a call by its `timeout_s` (the SDK
 sends `notifications/cancelled` when it fires, on its own timeout or on ours), `close()` by
@@ -56,18 +56,18 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.types import CONNECTION_CLOSED, REQUEST_TIMEOUT, CallToolResult, Implementation, Tool
 from pydantic import ValidationError
 
-from graph import deadline
-from tools.client_features import ClientFeatures, forget_call
-from tools.config import ServerConfig
-from tools.errors import AuthorizationNeeded, BridgeError, ServerStartError, UnknownServerError
-from tools.fresh_listing import FreshListing
-from tools.http_auth import AuthRefusals
-from tools.outcome import CallOutcome
-from tools.registry import ToolHints, ToolSpec, qualified_name
-from tools.secrets import Redactor
+from boundloop.graph.core import deadline
+from boundloop.tools.client_features import ClientFeatures, forget_call
+from boundloop.tools.config import ServerConfig
+from boundloop.tools.errors import AuthorizationNeeded, BridgeError, ServerStartError, UnknownServerError
+from boundloop.tools.fresh_listing import FreshListing
+from boundloop.tools.http_auth import AuthRefusals
+from boundloop.tools.outcome import CallOutcome
+from boundloop.tools.registry import ToolHints, ToolSpec, qualified_name
+from boundloop.tools.secrets import Redactor
 
 if TYPE_CHECKING:
-    from tools.shared_sessions import SharedSessions
+    from boundloop.tools.shared_sessions import SharedSessions
 
 logger = logging.getLogger(__name__)
 

@@ -11,7 +11,7 @@ they all belong to one run, else none. No scope means no run to answer for: elic
 declined, sampling refused, roots empty. Nothing here is bound to a session at creation, so a
 session shared across runs (tools/shared_sessions.py) routes each request to the right run.
 
-Elicitation is a LangGraph interrupt, like every other escalation (graph/elicitation.py): a
+Elicitation is a LangGraph interrupt, like every other escalation (graph/calls/elicitation.py): a
 question the run has no answer for yet is put in the scope (`scope.asked` is set) and the callback
 waits; the caller cancels the call (the SDK sends `notifications/cancelled`), lets the callback go
 (`release`, the server then gets `cancel`), and interrupts the run with the question. Resumed with

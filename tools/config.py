@@ -34,8 +34,8 @@ from typing import Any, Literal, Mapping
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, model_validator
 
-from tools.errors import ConfigError, ToolsError
-from tools.secrets import Redactor
+from boundloop.tools.errors import ConfigError, ToolsError
+from boundloop.tools.secrets import Redactor
 
 SERVER_NAME = re.compile(r"[A-Za-z0-9_-]+")
 _VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
@@ -148,7 +148,7 @@ class ServerConfig(BaseModel):
 
 
 _KNOWN_KEYS = sorted(set(ServerConfig.model_fields) - {"name"})
-_SHIPPED_MODULES = frozenset({"mcp_servers.workspace", "mcp_servers.sandbox"})
+_SHIPPED_MODULES = frozenset({"boundloop.mcp_servers.workspace", "boundloop.mcp_servers.sandbox"})
 """Our servers that take `--root`; `python -m <module> --root DIR` tells where their files are."""
 
 

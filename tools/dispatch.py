@@ -14,7 +14,7 @@ is not sent (the server cannot be reached, or the check before it refuses: tools
 ends the retries with the outcome of the last attempt that was sent, since that attempt's
 effect, if any, is what stays unknown. Delays are
 exponential with full jitter: uniform(0, min(max_delay_s, base_delay_s * 2**(n-1))).
-No attempt outlives the run's deadline (graph/deadline.py): its timeout is the smaller of the
+No attempt outlives the run's deadline (graph/core/deadline.py): its timeout is the smaller of the
 tool's and the wall-clock budget left, and no retry starts once the deadline has passed.
 """
 
@@ -25,10 +25,10 @@ import dataclasses
 import random
 from typing import Any, Awaitable, Callable, Protocol
 
-from graph import deadline
-from tools.bridge import ProgressFn
-from tools.outcome import CallOutcome
-from tools.registry import ToolSpec
+from boundloop.graph.core import deadline
+from boundloop.tools.bridge import ProgressFn
+from boundloop.tools.outcome import CallOutcome
+from boundloop.tools.registry import ToolSpec
 
 RETRYABLE_STATUSES = frozenset({"timeout", "server_unavailable"})
 BASE_DELAY_S = 0.5

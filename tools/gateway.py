@@ -13,10 +13,10 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from graph.budget import Budget, add_usage, check_before_tool_call, tool_call_reservation
-from tools import arguments, breakers, policy, resources, saga
-from tools.outcome import CallOutcome
-from tools.registry import ToolRegistry, ToolSpec
+from boundloop.graph.core.budget import Budget, add_usage, check_before_tool_call, tool_call_reservation
+from boundloop.tools import arguments, breakers, policy, resources, saga
+from boundloop.tools.outcome import CallOutcome
+from boundloop.tools.registry import ToolRegistry, ToolSpec
 
 UNKNOWN_TOOL = "unknown_tool: no tool {name!r}; available: {available}"
 INVALID_ARGUMENTS = "invalid_arguments: {name}: {problems}. Fix the arguments and call again."

@@ -4,7 +4,7 @@ Owns the `hostedTools` declaration (named entries, like `mcpServers`), its valid
 tool's policy identity — a `ToolSpec` whose server is the entry's name and whose tool is the
 built-in's type (`web_search`) or the connector tool's name — and the offering decision, made once
 at intake and kept in the run's boundary. Never sends a request and never observes a call
-(graph/hosted_tools.py does both).
+(graph/calls/hosted.py does both).
 
     {"hostedTools": {
         "search": {"type": "web_search"},
@@ -41,10 +41,10 @@ import re
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from tools import policy as policies
-from tools.config import SERVER_NAME, read_json_object
-from tools.errors import ConfigError
-from tools.registry import ToolHints, ToolSpec
+from boundloop.tools import policy as policies
+from boundloop.tools.config import SERVER_NAME, read_json_object
+from boundloop.tools.errors import ConfigError
+from boundloop.tools.registry import ToolHints, ToolSpec
 
 BUILT_INS: dict[str, ToolHints] = {
     "web_search": ToolHints(read_only=True, destructive=False, idempotent=True, open_world=True),

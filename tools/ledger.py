@@ -12,7 +12,7 @@ On a resumed run the ledger answers first:
   COMPLETE → the stored result is reused; the tool is not called again;
   ABORT    → the stored failure is returned (a failed call, as before the crash);
   INTENT   → the outcome is unknown; handled as an unanswered call above — unless the call was
-             stopped for a server's question (`stop_for_question`, graph/elicitation.py) and that
+             stopped for a server's question (`stop_for_question`, graph/calls/elicitation.py) and that
              question is now answered: then it is sent again, once, even when not safe to repeat.
              That rests on servers asking before they act (the 2026-07-28 protocol's
              `input_required` ends the request, so there nothing happened yet); the question the
@@ -29,11 +29,11 @@ from typing import Any, Awaitable, Callable
 
 from psycopg_pool import AsyncConnectionPool
 
-from checkpoints import store
-from graph import deadline
-from graph.faults import crash_point, crash_while
-from tools.outcome import CallOutcome
-from tools.registry import ToolSpec
+from boundloop.checkpoints import store
+from boundloop.graph.core import deadline
+from boundloop.graph.core.faults import crash_point, crash_while
+from boundloop.tools.outcome import CallOutcome
+from boundloop.tools.registry import ToolSpec
 
 KEY_ARGUMENT = "idempotency_key"
 UNKNOWN_AFTER_CRASH = (

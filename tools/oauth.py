@@ -4,7 +4,7 @@ auth (`mcp.client.auth.OAuthClientProvider`: discovery, dynamic registration, PK
 Tokens and the registered client are kept per server in our database (`boundloop_mcp_oauth`),
 encrypted at rest with Fernet under the key in `BOUNDLOOP_TOKEN_KEY` (the database never sees a
 token in clear, and a stolen dump is useless without the key). `boundloop auth SERVER`
-(graph/cli_auth.py) is the only place a person logs in; a run never opens a browser: when the
+(graph/cli/auth.py) is the only place a person logs in; a run never opens a browser: when the
 stored tokens are missing and cannot be refreshed, its server fails to start with
 "authorization needed: run `boundloop auth SERVER`". The SDK refreshes an expired access token
 with the stored refresh token before a request, and the new tokens are stored again.
@@ -23,8 +23,8 @@ from mcp.shared.auth import AuthorizationCodeResult, OAuthClientInformationFull,
 from psycopg.rows import tuple_row
 from psycopg_pool import AsyncConnectionPool
 
-from tools.config import ServerConfig
-from tools.errors import AuthorizationNeeded, ToolsError
+from boundloop.tools.config import ServerConfig
+from boundloop.tools.errors import AuthorizationNeeded, ToolsError
 
 KEY_ENV = "BOUNDLOOP_TOKEN_KEY"
 NEW_KEY = "python -c 'from cryptography.fernet import Fernet; print(Fernet.generate_key().decode())'"

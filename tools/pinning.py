@@ -24,8 +24,8 @@ import hashlib
 import json
 from typing import Any, Iterable, Protocol
 
-from tools.outcome import CallOutcome
-from tools.registry import ToolHints, ToolRegistry, ToolSpec, qualified_name
+from boundloop.tools.outcome import CallOutcome
+from boundloop.tools.registry import ToolHints, ToolRegistry, ToolSpec, qualified_name
 
 # Model-facing texts (STYLE §6): what happened, and what the model can do instead.
 TOOL_CHANGED = (

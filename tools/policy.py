@@ -24,7 +24,7 @@ wrote still apply: an explicit allow rule allows an untrusted tool.
 
 Unattended mode turns every ask (from a rule or a default) into deny `unattended`, naming the
 rule that asked in the reason. Rules match server and tool by glob (`fnmatch`, case-sensitive),
-and optionally what the call reaches, resolved by `tools.resources` before the decision:
+and optionally what the call reaches, resolved by `boundloop.tools.resources` before the decision:
 - `paths`: globs over real paths (relative ones are taken from the server's root; `*` crosses
   `/`; `dir/**` names `dir` and everything below it);
 - `collections`: globs over record collections; `commands`: globs over the program a call starts;
@@ -48,11 +48,11 @@ from typing import Annotated, Any, Literal, Mapping
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from tools import resources as found
-from tools.config import read_json_object
-from tools.errors import PolicyError
-from tools.registry import ToolSpec
-from tools.resources import Resources
+from boundloop.tools import resources as found
+from boundloop.tools.config import read_json_object
+from boundloop.tools.errors import PolicyError
+from boundloop.tools.registry import ToolSpec
+from boundloop.tools.resources import Resources
 
 Action = Literal["allow", "ask", "deny"]
 
@@ -207,7 +207,7 @@ class Decision:
 def decide(policy: Policy, spec: ToolSpec, arguments: Mapping[str, Any], reached: Resources | None = None) -> Decision:
     """The decision for calling `spec` with `arguments` under `policy` (see the module docstring).
 
-    `reached` comes from `tools.resources.resolve`; without it every path counts as unresolved."""
+    `reached` comes from `boundloop.tools.resources.resolve`; without it every path counts as unresolved."""
     spec = policy.trusts(spec)
     reached = found.unresolved(spec, arguments) if reached is None else reached
     decision = _by_rules(policy, spec, arguments, reached) or _by_default(policy, spec)

@@ -17,8 +17,8 @@ import hashlib
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from tools.outcome import CallOutcome
-from tools.registry import ToolSpec
+from boundloop.tools.outcome import CallOutcome
+from boundloop.tools.registry import ToolSpec
 
 
 @dataclass(frozen=True)

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 from typing import Any, Iterable, Literal, Mapping
 
-from tools.registry import ToolSpec
+from boundloop.tools.registry import ToolSpec
 
 MARK = "x-boundloop-resource"
 Kind = Literal["path", "collection", "command", "code"]

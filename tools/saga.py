@@ -32,9 +32,9 @@ import hashlib
 from dataclasses import dataclass
 from typing import Any, Callable, Literal, Mapping, Sequence, TypedDict, get_args
 
-from tools.dispatch import CallsTools
-from tools.errors import BridgeError, ConfigError
-from tools.registry import ToolSpec, qualified_name
+from boundloop.tools.dispatch import CallsTools
+from boundloop.tools.errors import BridgeError, ConfigError
+from boundloop.tools.registry import ToolSpec, qualified_name
 
 Reversibility = Literal["pure", "reversible", "compensable", "irreversible"]
 CompensationStatus = Literal["ok", "already_compensated", "failed", "manual_action_required"]

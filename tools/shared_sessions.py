@@ -22,9 +22,9 @@ import asyncio
 import hashlib
 from pathlib import Path
 
-from tools.bridge import _close_connections, _Connection, _proc_stat
-from tools.config import ServerConfig
-from tools.secrets import Redactor
+from boundloop.tools.bridge import _close_connections, _Connection, _proc_stat
+from boundloop.tools.config import ServerConfig
+from boundloop.tools.secrets import Redactor
 
 
 class SharedSessions:

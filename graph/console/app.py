@@ -32,19 +32,19 @@ from starlette.responses import HTMLResponse, PlainTextResponse, RedirectRespons
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from checkpoints import approvals
-from checkpoints.errors import CheckpointsError
-from graph.console import inbox, timeline
-from graph.console.forms import decision_from_form
-from graph.console.tokens import Binding, TokenRefused, Tokens
-from graph.errors import BoundloopError
-from graph.runner import Runner
-from tools import secrets
-from tools.errors import ToolsError
+from boundloop.checkpoints import approvals
+from boundloop.checkpoints.errors import CheckpointsError
+from boundloop.graph.console import inbox, timeline
+from boundloop.graph.console.forms import decision_from_form
+from boundloop.graph.console.tokens import Binding, TokenRefused, Tokens
+from boundloop.graph.core.errors import BoundloopError
+from boundloop.graph.run.runner import Runner
+from boundloop.tools import secrets
+from boundloop.tools.errors import ToolsError
 
 PREFIX = "/console"
 COOKIE = "boundloop_console"
-PACKAGE = resources.files("graph.console")
+PACKAGE = resources.files("boundloop.graph.console")
 Handler = Callable[[Request], Awaitable[Response]]
 
 

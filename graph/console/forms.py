@@ -1,6 +1,6 @@
 """forms: a posted decision form, as the decision `boundloop approve` / `reject` would send.
 
-The same rules as the CLI's flags (graph/cli.py `_approval`): edit takes a JSON object of
+The same rules as the CLI's flags (graph/cli/app.py `_approval`): edit takes a JSON object of
 arguments, grant takes NAME=VALUE limits, one kind of decision per form.
 """
 
@@ -10,8 +10,8 @@ from typing import Any
 
 from starlette.datastructures import FormData
 
-from graph.cli import _approval
-from graph.errors import ConfigError
+from boundloop.graph.cli.app import _approval
+from boundloop.graph.core.errors import ConfigError
 
 ACTIONS = ("approve", "edit", "reject", "respond", "grant", "answer")
 

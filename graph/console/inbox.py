@@ -13,12 +13,12 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
 
-from checkpoints import approvals
-from checkpoints.errors import ApprovalRefused
-from checkpoints.queue import driven_by_workers
-from graph.console.tokens import Binding
-from graph.errors import ConfigError
-from graph.runner import Runner, as_resume_value
+from boundloop.checkpoints import approvals
+from boundloop.checkpoints.errors import ApprovalRefused
+from boundloop.checkpoints.queue import driven_by_workers
+from boundloop.graph.console.tokens import Binding
+from boundloop.graph.core.errors import ConfigError
+from boundloop.graph.run.runner import Runner, as_resume_value
 
 Driver = Literal["here", "workers", "server"]
 RISK = {"irreversible": "high", "compensable": "medium", "reversible": "low"}
@@ -70,7 +70,7 @@ async def carry_out(runner: Runner, item: Item, decision: dict[str, Any], server
     """Apply `decision` to the request where its run is driven; a one-line account of what happened."""
     binding = item.binding
     if item.driver == "workers":
-        from graph import workers
+        from boundloop.graph.run import workers
 
         async with workers.opened_queue(runner.pool) as queue:
             job = await workers.enqueue_decision(queue, runner, binding.run_id, binding.call_id, {**decision, "args_hash": binding.args_hash or None})

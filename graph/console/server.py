@@ -10,6 +10,6 @@ from __future__ import annotations
 
 import os
 
-from graph.console.app import ConsoleSettings, create_app
+from boundloop.graph.console.app import ConsoleSettings, create_app
 
 app = create_app(ConsoleSettings(token=os.environ.get("BOUNDLOOP_CONSOLE_TOKEN") or None))

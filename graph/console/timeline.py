@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from graph.budget import Budget
-from graph.progress import used_of
+from boundloop.graph.core.budget import Budget
+from boundloop.graph.core.budget import used_of
 
 WIDTH = 900
 """Width of the drawing area, in SVG units."""

@@ -6,7 +6,7 @@ a retry absorbs); `write_file` keeps only the first half of the content and stil
 the checksum of everything it was sent (a store that lies: a malformed observation that only the
 read-back post-condition catches).
 
-`python -m graph.evals.fault_server --root DIR` serves stdio.
+`python -m boundloop.graph.evals.fault_server --root DIR` serves stdio.
 """
 
 from __future__ import annotations
@@ -19,8 +19,8 @@ from pathlib import Path
 from mcp.server import MCPServer
 from mcp.types import ToolAnnotations
 
-from mcp_servers._serve import serve
-from mcp_servers.workspace.models import FileText, Written
+from boundloop.mcp_servers._serve import serve
+from boundloop.mcp_servers.workspace.models import FileText, Written
 
 READS = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
 WRITES = ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=True, open_world_hint=False)

@@ -18,15 +18,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from graph.errors import BoundloopError
-from graph.evals.memory_audit import MemoryVerdict, audit_run
-from graph.evals.suite import Scenario, Suite
-from graph.replay import STEP_KINDS, replay_run
-from graph.runner import RunReport, Runner
-from graph.services import default_servers
-from graph.task import RunSettings
-from graph.trace_check import missing_trace_fields
-from tools.errors import ToolsError
+from boundloop.graph.core.errors import BoundloopError
+from boundloop.graph.evals.memory_audit import MemoryVerdict, audit_run
+from boundloop.graph.evals.suite import Scenario, Suite
+from boundloop.graph.trace.replay import STEP_KINDS, replay_run
+from boundloop.graph.run.runner import RunReport, Runner
+from boundloop.graph.services import default_servers
+from boundloop.graph.task import RunSettings
+from boundloop.graph.trace.fields import missing_trace_fields
+from boundloop.tools.errors import ToolsError
 
 FAIL_CLOSED = frozenset({"CONFIRM_REQUIRED", "REVIEW_REQUIRED", "MISSING_INFO", "AMBIGUOUS_INTENT", "PERMISSION_DENIED", "UNSAFE_DETECTION"})
 """Endings that put the decision in a human's hands or refuse to go on: an escalation."""
@@ -58,7 +58,7 @@ class RunOutcome:
     deterministic: bool | None = None
     """Replay scenarios: whether a second run took the same path, calls and ending."""
     replay_valid: bool | None = None
-    """Whether `graph.replay` found the trajectory valid against the compiled graph (None: no run)."""
+    """Whether `boundloop.graph.trace.replay` found the trajectory valid against the compiled graph (None: no run)."""
     replay_problems: list[str] = field(default_factory=list)
     trace_missing: list[str] | None = None
     memory: list[MemoryVerdict] = field(default_factory=list)

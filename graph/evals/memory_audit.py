@@ -17,8 +17,8 @@ from typing import Any
 
 from psycopg_pool import AsyncConnectionPool
 
-from checkpoints.store import get_payload
-from graph import memory
+from boundloop.checkpoints.store import get_payload
+from boundloop.graph.context import memory
 
 
 @dataclass(frozen=True)

@@ -10,8 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from graph.evals.harness import RunOutcome
-from graph.evals.suite import Bound
+from boundloop.graph.evals.harness import RunOutcome
+from boundloop.graph.evals.suite import Bound
 
 SUCCESS_CODES = frozenset({"SUCCESS", "PARTIAL_SUCCESS"})
 PER_TOOL_LIMITS = {"tool_calls_per_tool": "per_tool", "tool_calls_per_server": "per_server"}

@@ -15,10 +15,10 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from graph.errors import ConfigError
-from graph.scripted import Script
-from graph.status import Terminal
-from graph.task import RunSettings, Task
+from boundloop.graph.core.errors import ConfigError
+from boundloop.graph.models.scripted import Script
+from boundloop.graph.core.status import Terminal
+from boundloop.graph.task import RunSettings, Task
 
 Mode = Literal["golden", "fault", "budget", "escalation", "replay", "policy", "soak"]
 """Seed 001's test modes; each scenario says which one it exercises."""

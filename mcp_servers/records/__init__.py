@@ -2,9 +2,9 @@
 
 Tools: get_record, query_records (read-only); create_record, update_record, delete_record (writes
 with idempotency keys; update and delete return what they replaced or removed, for undo).
-Run: `python -m mcp_servers.records --database-url URL [--http --port N]`.
+Run: `python -m boundloop.mcp_servers.records --database-url URL [--http --port N]`.
 """
 
-from mcp_servers.records.server import build_server
+from boundloop.mcp_servers.records.server import build_server
 
 __all__ = ["build_server"]

@@ -1,4 +1,4 @@
-"""`python -m mcp_servers.records [--database-url URL] [--http --host H --port N]`: serve the record tools.
+"""`python -m boundloop.mcp_servers.records [--database-url URL] [--http --host H --port N]`: serve the record tools.
 
 The URL defaults to the environment variable BOUNDLOOP_RECORDS_URL.
 """
@@ -10,8 +10,8 @@ import os
 
 from mcp.server import MCPServer
 
-from mcp_servers._serve import serve
-from mcp_servers.records.server import build_server
+from boundloop.mcp_servers._serve import serve
+from boundloop.mcp_servers.records.server import build_server
 
 URL_VARIABLE = "BOUNDLOOP_RECORDS_URL"
 
@@ -21,7 +21,7 @@ def _build(args: argparse.Namespace) -> MCPServer:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(prog="python -m mcp_servers.records", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m boundloop.mcp_servers.records", description=__doc__)
     default_url = os.environ.get(URL_VARIABLE)
     parser.add_argument(
         "--database-url",

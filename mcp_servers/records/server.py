@@ -19,11 +19,11 @@ from psycopg import AsyncConnection
 from psycopg_pool import AsyncConnectionPool
 from pydantic import BaseModel, Field
 
-from mcp_servers._shipped import ShippedServer
-from mcp_servers.records import store
-from mcp_servers.records.models import Deleted, Record, RecordPage, Updated
-from mcp_servers.records.patch import merge_patch
-from mcp_servers.records.schema import ensure_schema
+from boundloop.mcp_servers._shipped import ShippedServer
+from boundloop.mcp_servers.records import store
+from boundloop.mcp_servers.records.models import Deleted, Record, RecordPage, Updated
+from boundloop.mcp_servers.records.patch import merge_patch
+from boundloop.mcp_servers.records.schema import ensure_schema
 
 READ_ONLY = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
 # Without a key a repeated create makes a second record, so create is not idempotent as a tool.

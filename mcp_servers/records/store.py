@@ -13,7 +13,7 @@ from psycopg.rows import dict_row
 from psycopg.sql import SQL, Composed
 from psycopg.types.json import Jsonb
 
-from mcp_servers.records.models import Record
+from boundloop.mcp_servers.records.models import Record
 
 _COLUMNS = SQL("collection, id, data, version, created_at, updated_at")
 

@@ -4,10 +4,10 @@ Tools: run_python, run_command, run_tests (not read-only, destructive, not idemp
 Each child runs in its own user, PID, mount, IPC and network namespaces with a read-only view of
 the system, its root and a private /tmp writable, CPU, memory, process and file-size limits, a
 wall-time timeout that kills its whole PID namespace, and bounded output (see `bubblewrap`).
-Run: `python -m mcp_servers.sandbox --root DIR [--allow-network] [limits] [--http --port N]`.
+Run: `python -m boundloop.mcp_servers.sandbox --root DIR [--allow-network] [limits] [--http --port N]`.
 """
 
-from mcp_servers.sandbox.limits import Limits
-from mcp_servers.sandbox.server import build_server
+from boundloop.mcp_servers.sandbox.limits import Limits
+from boundloop.mcp_servers.sandbox.server import build_server
 
 __all__ = ["Limits", "build_server"]

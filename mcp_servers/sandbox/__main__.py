@@ -1,4 +1,4 @@
-"""`python -m mcp_servers.sandbox --root DIR [limits] [--allow-network] [--http --host H --port N]`.
+"""`python -m boundloop.mcp_servers.sandbox --root DIR [limits] [--allow-network] [--http --host H --port N]`.
 
 Serves the sandbox tools; every limit has a flag with a safe default.
 """
@@ -10,9 +10,9 @@ from pathlib import Path
 
 from mcp.server import MCPServer
 
-from mcp_servers._serve import positive, serve
-from mcp_servers.sandbox.limits import Limits
-from mcp_servers.sandbox.server import build_server
+from boundloop.mcp_servers._serve import positive, serve
+from boundloop.mcp_servers.sandbox.limits import Limits
+from boundloop.mcp_servers.sandbox.server import build_server
 
 
 def _build(args: argparse.Namespace) -> MCPServer:
@@ -30,7 +30,7 @@ def _build(args: argparse.Namespace) -> MCPServer:
 
 def main() -> None:
     defaults = Limits()
-    parser = argparse.ArgumentParser(prog="python -m mcp_servers.sandbox", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m boundloop.mcp_servers.sandbox", description=__doc__)
     parser.add_argument("--root", type=Path, required=True, help="working directory of every run (created if missing)")
     parser.add_argument(
         "--cpu-s", type=positive(int), default=defaults.cpu_s, help="CPU seconds per run (default: %(default)s)"

@@ -27,8 +27,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from mcp_servers.sandbox.limits import Limits
-from mcp_servers.sandbox.reaper import reap_adopted
+from boundloop.mcp_servers.sandbox.limits import Limits
+from boundloop.mcp_servers.sandbox.reaper import reap_adopted
 
 SANDBOX_ID = 65534
 """The uid and gid a root server runs children as (Debian's nobody/nogroup)."""

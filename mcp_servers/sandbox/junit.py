@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from defusedxml import ElementTree
 from junitparser import Error, Failure, JUnitXml, Skipped
 
-from mcp_servers.sandbox.models import TestFailure
+from boundloop.mcp_servers.sandbox.models import TestFailure
 
 _COMPARISON = re.compile(r"^(?:AssertionError: )?assert (?P<actual>.+?) == (?P<expected>.+)$")
 _LOCATION = re.compile(r"^(?P<file>[^\s:][^:\n]*\.py):(?P<line>\d+): ", re.MULTILINE)

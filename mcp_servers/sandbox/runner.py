@@ -21,10 +21,10 @@ from pathlib import Path
 import anyio
 from anyio.abc import ByteSendStream
 
-from mcp_servers.sandbox.bubblewrap import Sandbox
-from mcp_servers.sandbox.models import RunResult
-from mcp_servers.sandbox.output import Capture
-from mcp_servers.sandbox.reaper import reap_adopted
+from boundloop.mcp_servers.sandbox.bubblewrap import Sandbox
+from boundloop.mcp_servers.sandbox.models import RunResult
+from boundloop.mcp_servers.sandbox.output import Capture
+from boundloop.mcp_servers.sandbox.reaper import reap_adopted
 
 # Once bwrap has ended, how long to keep reading pipes (nothing of the sandbox outlives bwrap).
 DRAIN_GRACE_S = 1.0

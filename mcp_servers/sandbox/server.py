@@ -26,16 +26,16 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import ToolAnnotations
 from pydantic import Field
 
-from mcp_servers._shipped import ShippedServer
-from mcp_servers.sandbox.bubblewrap import Sandbox, prepare
-from mcp_servers.sandbox.limits import Limits
-from mcp_servers.sandbox.junit import parse_junit
-from mcp_servers.sandbox.models import RunResult, TestReport
-from mcp_servers.sandbox.reaper import adopt_orphans
-from mcp_servers.sandbox.runner import run
-from mcp_servers.workspace.beneath import Beneath
-from mcp_servers.workspace.files import os_errors
-from mcp_servers.workspace.paths import parts
+from boundloop.mcp_servers._shipped import ShippedServer
+from boundloop.mcp_servers.sandbox.bubblewrap import Sandbox, prepare
+from boundloop.mcp_servers.sandbox.limits import Limits
+from boundloop.mcp_servers.sandbox.junit import parse_junit
+from boundloop.mcp_servers.sandbox.models import RunResult, TestReport
+from boundloop.mcp_servers.sandbox.reaper import adopt_orphans
+from boundloop.mcp_servers.sandbox.runner import run
+from boundloop.mcp_servers.workspace.beneath import Beneath
+from boundloop.mcp_servers.workspace.files import os_errors
+from boundloop.mcp_servers.workspace.paths import parts
 
 DEFAULT_TIMEOUT_S = 30.0
 PYTHON = "python3"

@@ -1,4 +1,4 @@
-"""`python -m mcp_servers.workspace --root DIR [--http --host H --port N]`: serve the workspace tools."""
+"""`python -m boundloop.mcp_servers.workspace --root DIR [--http --host H --port N]`: serve the workspace tools."""
 
 from __future__ import annotations
 
@@ -7,8 +7,12 @@ from pathlib import Path
 
 from mcp.server import MCPServer
 
-from mcp_servers._serve import positive, serve
-from mcp_servers.workspace.server import DEFAULT_MAX_READ_CHARS, DEFAULT_MAX_WRITE_BYTES, build_server
+from boundloop.mcp_servers._serve import positive, serve
+from boundloop.mcp_servers.workspace.server import (
+    DEFAULT_MAX_READ_CHARS,
+    DEFAULT_MAX_WRITE_BYTES,
+    build_server,
+)
 
 
 def _build(args: argparse.Namespace) -> MCPServer:
@@ -22,7 +26,7 @@ def _build(args: argparse.Namespace) -> MCPServer:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(prog="python -m mcp_servers.workspace", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m boundloop.mcp_servers.workspace", description=__doc__)
     parser.add_argument("--root", type=Path, required=True, help="workspace directory (created if missing)")
     parser.add_argument(
         "--max-read-chars",

@@ -20,7 +20,7 @@ from contextlib import contextmanager
 
 from mcp.server.mcpserver.exceptions import ToolError
 
-from mcp_servers.workspace.beneath import Beneath
+from boundloop.mcp_servers.workspace.beneath import Beneath
 
 TOO_LARGE = "file {path!r} is {size} bytes; {tool} handles files up to {limit} bytes; {fix}"
 NOT_TEXT = "file {path!r} is not UTF-8 text ({reason}); the workspace tools handle text files only"

@@ -22,11 +22,11 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import ToolAnnotations
 from pydantic import Field
 
-from mcp_servers._shipped import ShippedServer
-from mcp_servers.workspace.beneath import Beneath
-from mcp_servers.workspace.files import Files, os_errors, sha256
-from mcp_servers.workspace.journal import Journal, default_directory
-from mcp_servers.workspace.models import (
+from boundloop.mcp_servers._shipped import ShippedServer
+from boundloop.mcp_servers.workspace.beneath import Beneath
+from boundloop.mcp_servers.workspace.files import Files, os_errors, sha256
+from boundloop.mcp_servers.workspace.journal import Journal, default_directory
+from boundloop.mcp_servers.workspace.models import (
     Deleted,
     Edited,
     Entry,
@@ -37,8 +37,8 @@ from mcp_servers.workspace.models import (
     SearchResult,
     Written,
 )
-from mcp_servers.workspace.paths import parts
-from mcp_servers.workspace.tree import walk
+from boundloop.mcp_servers.workspace.paths import parts
+from boundloop.mcp_servers.workspace.tree import walk
 
 DEFAULT_MAX_READ_CHARS = 100_000
 DEFAULT_MAX_WRITE_BYTES = 1_000_000

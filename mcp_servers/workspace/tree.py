@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Literal
 
-from mcp_servers.workspace.beneath import Beneath
+from boundloop.mcp_servers.workspace.beneath import Beneath
 
 Kind = Literal["file", "directory", "symlink", "other"]
 

@@ -23,10 +23,10 @@ import tempfile
 import time
 from pathlib import Path
 
-from checkpoints.pool import database_url
-from graph.runner import Runner
-from graph.status import Terminal
-from graph.task import RunSettings, Task
+from boundloop.checkpoints.pool import database_url
+from boundloop.graph.run.runner import Runner
+from boundloop.graph.core.status import Terminal
+from boundloop.graph.task import RunSettings, Task
 
 PLAN = {"content": {"steps": [{"id": "s1", "description": "read the notes", "tools": ["workspace__read_file"]}], "blocked": None},
         "usage": {"input_tokens": 100, "output_tokens": 20}}
@@ -41,7 +41,7 @@ def start_workspace_server(root: Path) -> tuple[subprocess.Popen[bytes], str]:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    process = subprocess.Popen([sys.executable, "-m", "mcp_servers.workspace", "--root", str(root), "--http", "--port", str(port)],
+    process = subprocess.Popen([sys.executable, "-m", "boundloop.mcp_servers.workspace", "--root", str(root), "--http", "--port", str(port)],
                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     for _ in range(300):
         try:

@@ -21,12 +21,12 @@ import tempfile
 import time
 from pathlib import Path
 
-from graph import schedule
-from graph.budget import Budget, empty_usage
-from tools import dispatch, gateway
-from tools.bridge import MCPBridge
-from tools.config import load_servers
-from tools.registry import ToolRegistry
+from boundloop.graph import schedule
+from boundloop.graph.core.budget import Budget, empty_usage
+from boundloop.tools import dispatch, gateway
+from boundloop.tools.bridge import MCPBridge
+from boundloop.tools.config import load_servers
+from boundloop.tools.registry import ToolRegistry
 
 PROBE = Path(__file__).parents[1] / "tools" / "servers" / "probe_server.py"
 
@@ -37,7 +37,7 @@ async def main(reps: int) -> None:
     (root / "src" / "a.py").write_text("x = 1\n")
     servers = load_servers({"mcpServers": {
         "probe": {"command": sys.executable, "args": [str(PROBE)], "trusted": True},
-        "workspace": {"command": sys.executable, "args": ["-m", "mcp_servers.workspace", "--root", str(root)], "trusted": True},
+        "workspace": {"command": sys.executable, "args": ["-m", "boundloop.mcp_servers.workspace", "--root", str(root)], "trusted": True},
     }})
     async with MCPBridge(servers) as bridge:
         registry = ToolRegistry(bridge.specs())

@@ -23,20 +23,20 @@ import time
 import uuid
 from pathlib import Path
 
-from checkpoints import open_pool
-from checkpoints.pool import database_url
-from checkpoints.schema import migrate
-from tools import ledger
-from tools.bridge import MCPBridge
-from tools.config import load_servers
-from tools.registry import ToolRegistry
+from boundloop.checkpoints import open_pool
+from boundloop.checkpoints.pool import database_url
+from boundloop.checkpoints.schema import migrate
+from boundloop.tools import ledger
+from boundloop.tools.bridge import MCPBridge
+from boundloop.tools.config import load_servers
+from boundloop.tools.registry import ToolRegistry
 
 BOUNDLOOP = str(Path(sys.executable).parent / "boundloop")
 
 
 async def ledger_cost(url: str, reps: int) -> None:
     root = Path(tempfile.mkdtemp(prefix="bench-ws-"))
-    servers = load_servers({"mcpServers": {"workspace": {"command": sys.executable, "args": ["-m", "mcp_servers.workspace", "--root", str(root)], "trusted": True}}})
+    servers = load_servers({"mcpServers": {"workspace": {"command": sys.executable, "args": ["-m", "boundloop.mcp_servers.workspace", "--root", str(root)], "trusted": True}}})
     pool = await open_pool(url)
     await migrate(pool)
     async with MCPBridge(servers) as bridge:

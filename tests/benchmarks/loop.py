@@ -29,12 +29,12 @@ from langchain_core.messages import AIMessage, AnyMessage, ToolMessage
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.message import add_messages
 
-from checkpoints.pool import database_url
-from checkpoints.saver import postgres_saver
-from graph.runner import Runner
-from graph.task import RunSettings, Task
-from tools.bridge import MCPBridge
-from tools.config import load_servers
+from boundloop.checkpoints.pool import database_url
+from boundloop.checkpoints.saver import postgres_saver
+from boundloop.graph.run.runner import Runner
+from boundloop.graph.task import RunSettings, Task
+from boundloop.tools.bridge import MCPBridge
+from boundloop.tools.config import load_servers
 
 def read(n: int) -> dict[str, Any]:
     """Each read differs (max_chars) so the repeated-call breaker, rightly, does not step in."""
@@ -109,7 +109,7 @@ async def main(reps: int) -> None:
     url = database_url()
     root = Path(tempfile.mkdtemp(prefix="bench-loop-"))
     (root / "notes.md").write_text("Action items:\n- Ana: publish the notes\n")
-    servers = load_servers({"mcpServers": {"workspace": {"command": sys.executable, "args": ["-m", "mcp_servers.workspace", "--root", str(root)], "trusted": True}}})
+    servers = load_servers({"mcpServers": {"workspace": {"command": sys.executable, "args": ["-m", "boundloop.mcp_servers.workspace", "--root", str(root)], "trusted": True}}})
     ours: dict[int, list[float]] = {20: [], 60: []}
     base: dict[int, list[float]] = {20: [], 60: []}
     async with Runner(url) as runner, postgres_saver(runner.pool) as saver, MCPBridge(servers) as bridge:

@@ -49,16 +49,16 @@ from langchain_core.language_models.chat_models import BaseChatModel
 from mcp import Client
 from psycopg.rows import tuple_row
 
-from checkpoints.pool import database_url
-from checkpoints.saver import postgres_saver
-from graph.errors import RunStopped
-from graph.runner import Runner
-from graph.services import default_servers
+from boundloop.checkpoints.pool import database_url
+from boundloop.checkpoints.saver import postgres_saver
+from boundloop.graph.core.errors import RunStopped
+from boundloop.graph.run.runner import Runner
+from boundloop.graph.services import default_servers
 from tests.benchmarks.loop import boundloop_run, boundloop_settings, write_script
 from tests.benchmarks.peer_agent import PEERS, PROMPT, peer_agent, peer_config
-from tools import fresh_listing
-from tools.bridge import MCPBridge
-from tools.config import load_servers
+from boundloop.tools import fresh_listing
+from boundloop.tools.bridge import MCPBridge
+from boundloop.tools.config import load_servers
 
 SYSTEMS = ("boundloop", *PEERS)
 REPETITIONS = 5

@@ -17,7 +17,7 @@ from langchain_core.outputs import ChatGeneration, ChatResult
 from langchain_core.tools import StructuredTool
 
 from tests.benchmarks.loop import read
-from tools.bridge import MCPBridge
+from boundloop.tools.bridge import MCPBridge
 
 PEERS = ("bare", "middlewares")
 LIMIT = 1_000_000

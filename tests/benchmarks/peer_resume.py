@@ -9,12 +9,12 @@ from __future__ import annotations
 import asyncio
 import sys
 
-from checkpoints.pool import open_pool
-from checkpoints.saver import postgres_saver
-from graph.services import default_servers
+from boundloop.checkpoints.pool import open_pool
+from boundloop.checkpoints.saver import postgres_saver
+from boundloop.graph.services import default_servers
 from tests.benchmarks.peer_agent import peer_agent, peer_config
-from tools.bridge import MCPBridge
-from tools.config import load_servers
+from boundloop.tools.bridge import MCPBridge
+from boundloop.tools.config import load_servers
 
 
 async def main(url: str, thread_id: str, root: str, history: int) -> None:

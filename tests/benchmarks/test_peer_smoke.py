@@ -8,7 +8,7 @@ import pytest
 
 from tests.benchmarks.peer import (SYSTEMS, call_times, concurrency, in_run, iterations, model_requests, model_share, open_bench, parser,
                                    read, repetitions, run, soak)
-from tools import fresh_listing
+from boundloop.tools import fresh_listing
 
 
 async def test_the_per_iteration_comparison_runs_at_a_tiny_size(db_url: str) -> None:

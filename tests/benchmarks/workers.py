@@ -30,10 +30,10 @@ from pathlib import Path
 
 import psycopg
 
-from checkpoints import LocalCluster
-from graph import workers
-from graph.runner import Runner
-from graph.task import RunSettings, Task
+from boundloop.checkpoints import LocalCluster
+from boundloop.graph.run import workers
+from boundloop.graph.run.runner import Runner
+from boundloop.graph.task import RunSettings, Task
 from tests.mcp_servers.launch import http
 from tests.workers.conftest import roles
 
@@ -86,7 +86,7 @@ def helpers_cpu(pgdata: Path) -> float:
     """CPU seconds used so far by PostgreSQL (its postmaster, live backends and, through the
     postmaster, ended ones) and the workspace MCP server: the rest of each run's cost."""
     postmaster = int((pgdata / "postmaster.pid").read_text().split()[0])
-    servers = [pid for pid in children(os.getpid()) if "mcp_servers.workspace" in Path(f"/proc/{pid}/cmdline").read_text()]
+    servers = [pid for pid in children(os.getpid()) if "boundloop.mcp_servers.workspace" in Path(f"/proc/{pid}/cmdline").read_text()]
     return sum(cpu_seconds(pid) for pid in [postmaster, *children(postmaster), *servers])
 
 

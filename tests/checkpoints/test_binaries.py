@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from checkpoints import PostgresNotInstalled
-from checkpoints import binaries
-from checkpoints.binaries import find_server_bindir, server_bindir
+from boundloop.checkpoints import PostgresNotInstalled
+from boundloop.checkpoints import binaries
+from boundloop.checkpoints.binaries import find_server_bindir, server_bindir
 
 
 def test_the_found_directory_holds_initdb_pg_ctl_and_postgres() -> None:

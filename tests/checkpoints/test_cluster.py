@@ -14,8 +14,8 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from checkpoints import ClusterStartFailed, LocalCluster, default_data_dir
-from checkpoints import runas
+from boundloop.checkpoints import ClusterStartFailed, LocalCluster, default_data_dir
+from boundloop.checkpoints import runas
 
 as_root_only = pytest.mark.skipif(os.geteuid() != 0, reason="the root path runs only as root")
 

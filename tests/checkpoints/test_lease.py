@@ -11,10 +11,10 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from checkpoints import LeaseHolder, RunActiveElsewhere
-from graph.runner import Runner
-from graph.status import Terminal
-from graph.task import RunSettings, Task
+from boundloop.checkpoints import LeaseHolder, RunActiveElsewhere
+from boundloop.graph.run.runner import Runner
+from boundloop.graph.core.status import Terminal
+from boundloop.graph.task import RunSettings, Task
 from tests.graph.conftest import CRITIC_PASS, PLAN_ONE_STEP, READ_NOTES, step, workspace  # noqa: F401  (fixture)
 
 LEASES = "SELECT pid, objid FROM pg_locks WHERE locktype = 'advisory' AND granted"

@@ -7,7 +7,7 @@ import socket
 
 import pytest
 
-from checkpoints import DatabaseUnavailable, LocalCluster, database_url, masked, open_pool
+from boundloop.checkpoints import DatabaseUnavailable, LocalCluster, database_url, masked, open_pool
 
 FIX = (
     "Fix: start PostgreSQL there, or point BOUNDLOOP_DATABASE_URL at a reachable database (unset "

@@ -12,7 +12,7 @@ from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
 from langgraph.graph import END, START, StateGraph
 from langgraph.types import Command, interrupt
 
-from checkpoints import MIGRATIONS, open_pool, postgres_saver
+from boundloop.checkpoints import MIGRATIONS, open_pool, postgres_saver
 
 CONFIG = {"configurable": {"thread_id": "t-1"}}
 

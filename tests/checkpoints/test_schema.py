@@ -8,7 +8,7 @@ import asyncio
 import psycopg
 from psycopg_pool import AsyncConnectionPool
 
-from checkpoints import MIGRATIONS, migrate, open_pool
+from boundloop.checkpoints import MIGRATIONS, migrate, open_pool
 
 TABLES = {
     "boundloop_migrations",

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
 
-from checkpoints.server import checkpointer
+from boundloop.checkpoints.server import checkpointer
 
 
 async def test_checkpointer_yields_a_saver_on_boundloop_database_url(

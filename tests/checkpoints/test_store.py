@@ -8,7 +8,7 @@ import psycopg
 import pytest
 from psycopg_pool import AsyncConnectionPool
 
-from checkpoints import (
+from boundloop.checkpoints import (
     LedgerConflict,
     append_trace,
     get_ledger_entry,
@@ -22,7 +22,7 @@ from checkpoints import (
     write_complete,
     write_intent,
 )
-from checkpoints.store import get_call_payload, put_payloads
+from boundloop.checkpoints.store import get_call_payload, put_payloads
 
 RUN = dict(goal="summarise the report", profile="research", task_hash="th-1")
 CALL = dict(thread_id="t-1", call_id="c-1", step_id="s-1", tool="write_file", server="workspace",

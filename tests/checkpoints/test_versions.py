@@ -19,8 +19,8 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.types import Command, interrupt
 from psycopg_pool import AsyncConnectionPool
 
-from checkpoints import postgres_saver
-from checkpoints.saver import BoundloopSaver
+from boundloop.checkpoints import postgres_saver
+from boundloop.checkpoints.saver import BoundloopSaver
 
 CONFIG: RunnableConfig = {"configurable": {"thread_id": "t-1"}}
 SHORT = re.compile(r"[0-9A-Za-z]{6}\.[A-Za-z0-9_-]{8}")

@@ -18,9 +18,9 @@ from urllib.parse import parse_qs, urlparse
 import httpx2
 from mcp.shared.auth import AuthorizationCodeResult
 
-from tools import client_features, oauth
-from tools.bridge import MCPBridge
-from tools.config import ServerConfig, load_servers
+from boundloop.tools import client_features, oauth
+from boundloop.tools.bridge import MCPBridge
+from boundloop.tools.config import ServerConfig, load_servers
 
 SAMPLE_VALUES = {"number": 1, "integer": 1, "string": "x", "boolean": True}
 

@@ -18,9 +18,9 @@ from typing import Any, TypeVar
 import pytest
 import uvicorn
 
-from graph.console import ConsoleSettings, create_app
-from graph.runner import RunReport, Runner
-from graph.task import RunSettings, Task
+from boundloop.graph.console import ConsoleSettings, create_app
+from boundloop.graph.run.runner import RunReport, Runner
+from boundloop.graph.task import RunSettings, Task
 from tests.conftest import fresh_database
 from tests.graph.conftest import CRITIC_PASS, PLAN_ONE_STEP, READ_NOTES, step
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 from starlette.testclient import TestClient
 from typer.testing import CliRunner
 
-from graph.cli import app
-from graph.console import ConsoleSettings, create_app
+from boundloop.graph.cli.app import app
+from boundloop.graph.console import ConsoleSettings, create_app
 
 ELSEWHERE = ("203.0.113.7", 40000)
 LOOPBACK = ("127.0.0.1", 40000)

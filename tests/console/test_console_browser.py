@@ -9,8 +9,8 @@ from typing import Any
 
 from playwright.sync_api import Locator, Page, expect
 
-from graph.runner import RunReport
-from graph.status import Terminal
+from boundloop.graph.run.runner import RunReport
+from boundloop.graph.core.status import Terminal
 from tests.console.conftest import APPROVER, LiveConsole
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone
 
-from graph.console import timeline
+from boundloop.graph.console import timeline
 
 START = datetime(2026, 11, 23, 12, 0, tzinfo=timezone.utc)
 

@@ -10,12 +10,12 @@ import os
 from importlib import resources
 from pathlib import Path
 
-from graph.budget import Budget
-from graph.evals.harness import run_suite
-from graph.evals.metrics import compute, misses
-from graph.evals.suite import load_suite, quick_selection
-from graph.runner import Runner
-from graph.status import Terminal
+from boundloop.graph.core.budget import Budget
+from boundloop.graph.evals.harness import run_suite
+from boundloop.graph.evals.metrics import compute, misses
+from boundloop.graph.evals.suite import load_suite, quick_selection
+from boundloop.graph.run.runner import Runner
+from boundloop.graph.core.status import Terminal
 
 SUITE = Path(str(resources.files("graph") / "evals" / "default.json"))
 FULL = os.environ.get("BOUNDLOOP_EVAL_FULL") == "1"

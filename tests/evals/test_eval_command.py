@@ -10,12 +10,12 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from graph.cli import app
-from graph.evals.harness import RunOutcome, run_suite
-from graph.evals.memory_audit import MemoryVerdict, audit_run
-from graph.evals.metrics import Metric, compute, misses
-from graph.evals.suite import Bound, Suite
-from graph.runner import Runner
+from boundloop.graph.cli.app import app
+from boundloop.graph.evals.harness import RunOutcome, run_suite
+from boundloop.graph.evals.memory_audit import MemoryVerdict, audit_run
+from boundloop.graph.evals.metrics import Metric, compute, misses
+from boundloop.graph.evals.suite import Bound, Suite
+from boundloop.graph.run.runner import Runner
 from tests.graph.fake_openai import FakeOpenAI
 
 NOTES = {"notes.md": "Action items:\n- Ana: publish the notes\n"}

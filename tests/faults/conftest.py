@@ -7,7 +7,7 @@ from typing import Any, Awaitable, Callable
 
 import pytest
 
-from graph.runner import RunReport
+from boundloop.graph.run.runner import RunReport
 from tests.graph.conftest import run_script, runner, workspace  # noqa: F401 (the loop tests' fixtures, shared)
 
 MODEL = "fake-model"

@@ -9,9 +9,9 @@ import json
 
 import pytest
 
-from checkpoints import approvals, store
-from checkpoints.errors import ApprovalRefused
-from graph.status import Terminal
+from boundloop.checkpoints import approvals, store
+from boundloop.checkpoints.errors import ApprovalRefused
+from boundloop.graph.core.status import Terminal
 from tests.graph.conftest import CRITIC_PASS, PLAN_ONE_STEP, step
 from tests.graph.test_cli import boundloop
 

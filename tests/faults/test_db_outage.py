@@ -16,8 +16,8 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from checkpoints import LocalCluster
-from graph.status import Terminal
+from boundloop.checkpoints import LocalCluster
+from boundloop.graph.core.status import Terminal
 from tests.graph.test_cli import BOUNDLOOP, _crash_task, _env, _run_args, _wait_for_node, boundloop
 
 

@@ -13,9 +13,9 @@ from typing import Any, Callable
 
 import pytest
 
-from graph.runner import RunReport, Runner
-from graph.status import Terminal
-from graph.task import RunSettings, Task
+from boundloop.graph.run.runner import RunReport, Runner
+from boundloop.graph.core.status import Terminal
+from boundloop.graph.task import RunSettings, Task
 from tests.graph.conftest import CRITIC_FAIL, CRITIC_PASS, PLAN_ONE_STEP, PLAN_READ_NOTES, READ_NOTES, step
 
 FINAL = step("Ana publishes the notes.")

@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from graph.plan import PlanReply
-from graph.status import Terminal
+from boundloop.graph.core.plan import PlanReply
+from boundloop.graph.core.status import Terminal
 from tests.graph.conftest import CRITIC_PASS, step
 
 ALLOW_WRITES = {"rules": [{"id": "writes", "action": "allow", "tool": "write_file"}]}
@@ -68,7 +68,7 @@ async def test_a_write_whose_checksum_does_not_match_is_observed_but_never_verif
     exposes. Either way the post-condition fails, the observation stays `observed`, the step is
     failed and the run cannot commit."""
     servers = {"mcpServers": {
-        "workspace": {"command": sys.executable, "args": ["-m", "mcp_servers.workspace", "--root", str(workspace)], "trusted": True},
+        "workspace": {"command": sys.executable, "args": ["-m", "boundloop.mcp_servers.workspace", "--root", str(workspace)], "trusted": True},
         "store": {"command": sys.executable, "args": [str(SHORT_WRITE), "--root", str(workspace), *flags], "trusted": True,
                   "root": str(workspace)},
     }}

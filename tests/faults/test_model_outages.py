@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from graph.status import Terminal
+from boundloop.graph.core.status import Terminal
 from tests.faults.conftest import MODEL, trace_of
 from tests.graph.fake_openai import ANSWER, FakeOpenAI
 
@@ -77,7 +77,7 @@ async def test_a_dropped_connection_is_retried(run_provider):
 def test_an_error_of_another_kind_than_the_providers_is_told_apart_without_importing_the_openai_client():
     """A scripted model's error (or any but the client's) is not the provider's: no retry, and the
     openai client, half a second to import, is not loaded to find that out; a malformed body still is."""
-    probe = ("import json, sys; from graph.model_calls import classify; "
+    probe = ("import json, sys; from boundloop.graph.models.calls import classify; "
              "assert classify(RuntimeError('not the provider')) is None; "
              "assert classify(json.JSONDecodeError('bad', '', 0)).retryable; "
              "print('openai' in sys.modules)")

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from graph.status import Terminal
-from graph.trace_check import missing_trace_fields
+from boundloop.graph.core.status import Terminal
+from boundloop.graph.trace.fields import missing_trace_fields
 from tests.graph.fake_openai import ANSWER, FakeOpenAI
 
 CRITERIA = {"acceptance_criteria": ["names who publishes the notes"]}

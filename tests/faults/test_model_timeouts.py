@@ -12,8 +12,8 @@ import sys
 import time
 from pathlib import Path
 
-from graph.runner import RunReport, Runner
-from graph.status import Terminal
+from boundloop.graph.run.runner import RunReport, Runner
+from boundloop.graph.core.status import Terminal
 from tests.faults.conftest import trace_of
 from tests.graph.fake_openai import ANSWER, FakeOpenAI
 
@@ -49,7 +49,7 @@ async def test_a_hung_model_call_is_cut_at_the_run_deadline_and_the_run_continue
 
 async def test_a_hung_tool_call_is_cut_at_the_run_deadline(run_provider, runner, workspace):
     servers = {"mcpServers": {
-        "workspace": {"command": sys.executable, "args": ["-m", "mcp_servers.workspace", "--root", str(workspace)], "trusted": True},
+        "workspace": {"command": sys.executable, "args": ["-m", "boundloop.mcp_servers.workspace", "--root", str(workspace)], "trusted": True},
         "probe": {"command": sys.executable, "args": [str(PROBE)], "trusted": True},
     }}
     hang = {"tool_calls": [{"name": "probe__slow", "arguments": json.dumps({"seconds": 45})}]}

@@ -6,8 +6,8 @@ import math
 
 import pytest
 
-from graph.models import CHARS_PER_TOKEN
-from graph.status import Terminal
+from boundloop.graph.models.catalog import CHARS_PER_TOKEN
+from boundloop.graph.core.status import Terminal
 from tests.faults.conftest import PRICE
 from tests.graph.fake_openai import FakeOpenAI
 

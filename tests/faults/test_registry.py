@@ -14,9 +14,9 @@ import subprocess
 import psycopg
 import pytest
 
-from checkpoints import store
-from graph.errors import RunStopped
-from graph.status import Terminal
+from boundloop.checkpoints import store
+from boundloop.graph.core.errors import RunStopped
+from boundloop.graph.core.status import Terminal
 from tests.graph.conftest import CRITIC_PASS, PLAN_ONE_STEP, READ_NOTES, step
 from tests.graph.test_cli import BOUNDLOOP, _crash_task, _env, _run_args, boundloop
 

@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from graph.status import Terminal
+from boundloop.graph.core.status import Terminal
 from tests.faults.conftest import MODEL, trace_of
 from tests.faults.test_model_timeouts import LEFT_S, MARGIN_S, _grant
 from tests.graph.fake_openai import ANSWER

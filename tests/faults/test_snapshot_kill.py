@@ -27,9 +27,9 @@ from pathlib import Path
 
 from langchain_core.messages import AIMessage, ToolMessage
 
-from checkpoints import store
-from graph.state import SNAPSHOT_EVERY
-from graph.status import Terminal
+from boundloop.checkpoints import store
+from boundloop.graph.state import SNAPSHOT_EVERY
+from boundloop.graph.core.status import Terminal
 from tests.graph.conftest import CRITIC_PASS, PLAN_ONE_STEP, step
 
 REPO = Path(__file__).resolve().parents[2]
@@ -41,8 +41,8 @@ TURNS = SNAPSHOT_EVERY // 2 + 20 if LONG else 15
 ALLOW_WRITES = {"rules": [{"id": "writes", "action": "allow", "server": "workspace", "tool": "write_file"}]}
 CHILD = """
 import asyncio, json, sys
-from graph.runner import Runner
-from graph.task import RunSettings, Task
+from boundloop.graph.run.runner import Runner
+from boundloop.graph.task import RunSettings, Task
 
 async def main(db_url, thread_id, task, settings, cadence, growing):
     async with Runner(db_url) as runner:

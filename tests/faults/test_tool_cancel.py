@@ -20,8 +20,8 @@ from typing import Any, Iterator
 import psycopg
 import pytest
 
-from graph.runner import Runner
-from graph.status import Terminal
+from boundloop.graph.run.runner import Runner
+from boundloop.graph.core.status import Terminal
 from tests.graph.conftest import CRITIC_PASS, step
 from tests.graph.fake_openai import FakeOpenAI
 from tests.graph.test_cli import BOUNDLOOP, _env, _wait_for_node, boundloop

@@ -8,12 +8,12 @@ from __future__ import annotations
 import json
 import sys
 
-from graph.status import Terminal
-from graph.task import RunSettings, Task
+from boundloop.graph.core.status import Terminal
+from boundloop.graph.task import RunSettings, Task
 from tests.graph.conftest import CRITIC_PASS, step
 from tests.tools.conftest import PROBE_SERVER, probe
-from tools.bridge import MCPBridge
-from tools.config import load_servers
+from boundloop.tools.bridge import MCPBridge
+from boundloop.tools.config import load_servers
 
 
 async def test_a_crashed_server_is_restarted_on_its_next_call_at_most_max_reconnects_times(tmp_path):

@@ -13,10 +13,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from checkpoints import store
-from graph.runner import Runner
-from graph.status import Terminal
-from graph.task import RunSettings, Task
+from boundloop.checkpoints import store
+from boundloop.graph.run.runner import Runner
+from boundloop.graph.core.status import Terminal
+from boundloop.graph.task import RunSettings, Task
 from tests.graph.conftest import CRITIC_PASS, step
 
 PAGER = Path(__file__).parents[1] / "tools" / "servers" / "pager_server.py"

@@ -9,8 +9,8 @@ from typing import Any, Awaitable, Callable
 
 import pytest
 
-from graph.runner import RunReport, Runner
-from graph.task import RunSettings, Task
+from boundloop.graph.run.runner import RunReport, Runner
+from boundloop.graph.task import RunSettings, Task
 
 READ_NOTES = {"name": "workspace__read_file", "args": {"path": "notes.md"}}
 PLAN_ONE_STEP = {

@@ -10,9 +10,9 @@ import typing
 
 import psycopg
 
-from graph.replay import replay_run
-from graph.state import MERGED_BY, LoopState
-from graph.status import Terminal
+from boundloop.graph.trace.replay import replay_run
+from boundloop.graph.state import MERGED_BY, LoopState
+from boundloop.graph.core.status import Terminal
 from tests.graph.conftest import CRITIC_PASS, PLAN_ONE_STEP, READ_NOTES, step
 from tests.graph.test_cli import BOUNDLOOP, _crash_task, _env, _run_args, boundloop
 

@@ -10,8 +10,8 @@ import subprocess
 
 import psycopg
 
-from graph.replay import replay_run
-from graph.status import Terminal
+from boundloop.graph.trace.replay import replay_run
+from boundloop.graph.core.status import Terminal
 from tests.graph.conftest import CRITIC_PASS, PLAN_ONE_STEP, READ_NOTES, step
 from tests.graph.test_cli import BOUNDLOOP, _crash_task, _env, _run_args, boundloop
 

@@ -12,9 +12,9 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from checkpoints import approvals
-from checkpoints.errors import ApprovalRefused
-from graph.status import Terminal
+from boundloop.checkpoints import approvals
+from boundloop.checkpoints.errors import ApprovalRefused
+from boundloop.graph.core.status import Terminal
 from tests.graph.conftest import CRITIC_PASS, PLAN_ONE_STEP, step
 from tests.graph.test_cli import BOUNDLOOP, _env
 

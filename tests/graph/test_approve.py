@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from graph.status import Terminal
+from boundloop.graph.core.status import Terminal
 from tests.graph.conftest import CRITIC_PASS, PLAN_ONE_STEP, step
 
 DELETE = {"name": "workspace__delete_file", "args": {"path": "notes.md"}}

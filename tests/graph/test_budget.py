@@ -4,9 +4,15 @@ from __future__ import annotations
 
 import pytest
 
-from graph.budget import Budget, add_usage, check_before_model_call, check_before_tool_call, empty_usage
-from graph.profiles import PROFILES, budget_for
-from graph.status import Terminal
+from boundloop.graph.core.budget import (
+    Budget,
+    add_usage,
+    check_before_model_call,
+    check_before_tool_call,
+    empty_usage,
+)
+from boundloop.graph.core.profiles import PROFILES, budget_for
+from boundloop.graph.core.status import Terminal
 
 
 def test_usage_deltas_from_parallel_tasks_sum_per_counter_and_per_map_key():

@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 
-from graph import call_lines as lines_module
-from graph.call_lines import call_lines
-from graph.fold_index import KEPT
-from graph.status import Terminal
+from boundloop.graph.context import call_lines as lines_module
+from boundloop.graph.context.call_lines import call_lines
+from boundloop.graph.fold_index import KEPT
+from boundloop.graph.core.status import Terminal
 from tests.graph.test_context import CALLS, LIMIT, long_notes, long_script  # noqa: F401  (long_notes: a fixture)
 
 

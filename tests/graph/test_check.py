@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 from langgraph.graph import END, START, StateGraph
 
-from graph.builder import build_graph
-from graph.check import GraphCheckError, check_graph
-from graph.state import LoopState
+from boundloop.graph.builder import build_graph
+from boundloop.graph.check import GraphCheckError, check_graph
+from boundloop.graph.state import LoopState
 
 
 async def _noop(state: dict) -> dict:

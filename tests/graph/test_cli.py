@@ -89,7 +89,7 @@ def _crash_task(tmp_path: Path, name: str, slow_s: float = 2.5) -> tuple[Path, P
     workspace = tmp_path / name
     workspace.mkdir()
     servers = {"mcpServers": {
-        "workspace": {"command": sys.executable, "args": ["-m", "mcp_servers.workspace", "--root", str(workspace)], "trusted": True},
+        "workspace": {"command": sys.executable, "args": ["-m", "boundloop.mcp_servers.workspace", "--root", str(workspace)], "trusted": True},
         "probe": {"command": sys.executable, "args": [str(PROBE_SERVER)], "trusted": True},
     }}
     write = {"name": "workspace__write_file", "args": {"path": "out.md", "content": "result v1\n"}}

@@ -10,10 +10,10 @@ from pathlib import Path
 
 from langchain_core.messages import AIMessage, ToolMessage
 
-from checkpoints import store
-from graph.evals.suite import load_suite
-from graph.status import Terminal
-from graph.task import RunSettings
+from boundloop.checkpoints import store
+from boundloop.graph.evals.suite import load_suite
+from boundloop.graph.core.status import Terminal
+from boundloop.graph.task import RunSettings
 
 SUITE = Path(__file__).parents[2] / "graph" / "evals" / "default.json"
 RUNS = 20

@@ -1,12 +1,12 @@
-"""The confidence function's table of cases (graph/confidence.py) and the approval triggers."""
+"""The confidence function's table of cases (graph/quality/confidence.py) and the approval triggers."""
 
 from __future__ import annotations
 
 import pytest
 from pydantic import ValidationError
 
-from graph.confidence import Signals, estimate, evidence_coverage, review_triggers
-from nodes.critique import Scores
+from boundloop.graph.quality.confidence import Signals, estimate, evidence_coverage, review_triggers
+from boundloop.nodes.critique import Scores
 
 
 def signals(**given) -> Signals:

@@ -11,10 +11,10 @@ from typing import Any
 import pytest
 from langchain_core.messages import AIMessage, ToolMessage
 
-from checkpoints import store
-from graph import context
-from graph.models import model_for
-from graph.status import Terminal
+from boundloop.checkpoints import store
+from boundloop.graph.context import size as context
+from boundloop.graph.models.catalog import model_for
+from boundloop.graph.core.status import Terminal
 from tests.graph.conftest import CRITIC_PASS, JUDGE_PASS, PLAN_ONE_STEP, step
 
 CALLS = int(os.environ.get("BOUNDLOOP_CONTEXT_CALLS", "60"))

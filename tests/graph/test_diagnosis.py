@@ -6,11 +6,11 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from graph import convergence
-from graph.diagnosis import defects, plan_round
-from graph.test_results import test_failures as located_test_failures
-from nodes.critique import CriticReply, score
-from nodes.verify import check_failure, schema_failures
+from boundloop.graph.quality import convergence
+from boundloop.graph.quality.diagnosis import defects, plan_round
+from boundloop.graph.quality.test_results import test_failures as located_test_failures
+from boundloop.nodes.critique import CriticReply, score
+from boundloop.nodes.verify import check_failure, schema_failures
 
 SCHEMA = {"type": "object", "required": ["owner"], "properties": {"owner": {"type": "string"}}}
 TEST_REPORT = {"passed": 0, "failed": 1, "errors": 0,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from graph.status import Terminal
+from boundloop.graph.core.status import Terminal
 from tests.graph.conftest import CRITIC_PASS, PLAN_ONE_STEP, step
 
 PROBE_SERVER = Path(__file__).parents[1] / "tools" / "servers" / "probe_server.py"
@@ -13,7 +13,7 @@ PROBE_SERVER = Path(__file__).parents[1] / "tools" / "servers" / "probe_server.p
 
 async def test_parallel_reads_overlap_and_writes_serialize_in_proposed_order(run_script, workspace):
     servers = {"mcpServers": {
-        "workspace": {"command": sys.executable, "args": ["-m", "mcp_servers.workspace", "--root", str(workspace)], "trusted": True},
+        "workspace": {"command": sys.executable, "args": ["-m", "boundloop.mcp_servers.workspace", "--root", str(workspace)], "trusted": True},
         "probe": {"command": sys.executable, "args": [str(PROBE_SERVER)], "trusted": True},
     }}
     calls = [

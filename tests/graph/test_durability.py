@@ -8,9 +8,9 @@ import subprocess
 
 import pytest
 
-from graph.errors import RunExists
-from graph.status import Terminal
-from graph.task import RunSettings, Task
+from boundloop.graph.core.errors import RunExists
+from boundloop.graph.core.status import Terminal
+from boundloop.graph.task import RunSettings, Task
 from tests.graph.conftest import CRITIC_PASS, PLAN_ONE_STEP, READ_NOTES, step
 from tests.graph.test_cli import BOUNDLOOP, _crash_task, _env, _run_args, _wait_for_node, boundloop
 

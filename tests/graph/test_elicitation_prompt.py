@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from click.testing import CliRunner
 
-from graph.approvals_prompt import _elicitation, ask_decisions
+from boundloop.graph.cli.approvals import _elicitation, ask_decisions
 
 QUESTION = {
     "type": "elicitation", "call_id": "a1.1.q0", "server": "asking", "tool": "asking__ask", "message": "Which colour, and how many?",

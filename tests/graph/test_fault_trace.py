@@ -1,5 +1,5 @@
-"""Tracing a failure to the plan step behind it (graph/fault_trace.py) and the re-plan it asks for
-(graph/replan.py, nodes/repair.py), against hostile inputs: two writers of one file, `./` and
+"""Tracing a failure to the plan step behind it (graph/quality/fault_trace.py) and the re-plan it asks for
+(graph/quality/replan.py, nodes/repair.py), against hostile inputs: two writers of one file, `./` and
 symlink spellings, failed and unbound calls, a critic naming a step that does not exist."""
 
 from __future__ import annotations
@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from graph import replan
-from graph.fault_trace import Writers, check_files, critic_step, writers
-from mcp_servers.workspace.server import build_server
-from nodes.repair import _replan_request
-from tools.registry import ToolHints, ToolRegistry, ToolSpec
+from boundloop.graph.quality import replan
+from boundloop.graph.quality.fault_trace import Writers, check_files, critic_step, writers
+from boundloop.mcp_servers.workspace.server import build_server
+from boundloop.nodes.repair import _replan_request
+from boundloop.tools.registry import ToolHints, ToolRegistry, ToolSpec
 
 STEPS = [
     {"id": "s1", "description": "write a.md", "status": "done"},

@@ -13,10 +13,12 @@ from typing import Any
 import pytest
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 
-from graph import context, ladder, progress, safety, tripwires
-from graph.state import _fold_by_call_id
-from graph.status import Terminal
-from nodes import act
+from boundloop.graph.context import size as context
+from boundloop.graph import ladder, safety, tripwires
+from boundloop.graph.trace import progress
+from boundloop.graph.state import _fold_by_call_id
+from boundloop.graph.core.status import Terminal
+from boundloop.nodes import act
 from tests.graph.conftest import CRITIC_PASS, JUDGE_PASS
 
 READS = 30
@@ -199,7 +201,7 @@ async def test_a_long_run_tokenises_the_same_few_messages_per_request(run_script
 
 def test_an_empty_messages_write_leaves_the_conversation_as_it_is():
     """A node that writes `messages: []` (nothing to say this turn) must not make the fold copy the whole conversation."""
-    from graph.state import _fold_messages
+    from boundloop.graph.state import _fold_messages
 
     history = [message for n in range(100) for message in turn(n)]
     assert _fold_messages(history, [[]]) is history

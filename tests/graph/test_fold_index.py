@@ -12,9 +12,9 @@ from typing import Any
 from langchain_core.messages import AIMessage, RemoveMessage, ToolMessage
 from langgraph.graph.message import add_messages
 
-from graph import fold_index
-from graph.fold_index import FoldIndex
-from graph.state import _fold_by_call_id, _fold_messages
+from boundloop.graph import fold_index
+from boundloop.graph.fold_index import FoldIndex
+from boundloop.graph.state import _fold_by_call_id, _fold_messages
 
 
 def _counting() -> tuple[FoldIndex[set[Any]], list[list[Any]]]:

@@ -1,4 +1,4 @@
-"""The periodic goal check (graph/goal_check.py): a window of actor turns without progress ends the run
+"""The periodic goal check (graph/quality/goal_check.py): a window of actor turns without progress ends the run
 whatever the goal_check model claims; the model can end a run whose objective no longer holds; a
 malformed or missing reply falls back to the deterministic signals; every check is charged and traced."""
 
@@ -8,10 +8,10 @@ import time
 
 import pytest
 
-from graph import goal_check
-from graph.replay import replay_run
-from graph.status import Terminal
-from graph.trace_check import missing_trace_fields
+from boundloop.graph.quality import goal_check
+from boundloop.graph.trace.replay import replay_run
+from boundloop.graph.core.status import Terminal
+from boundloop.graph.trace.fields import missing_trace_fields
 from tests.graph.conftest import CRITIC_PASS, PLAN_ONE_STEP, READ_NOTES, step
 from tests.graph.fake_openai import ANSWER, FakeOpenAI
 

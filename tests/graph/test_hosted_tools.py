@@ -10,10 +10,10 @@ from typing import Any
 import pytest
 from langchain_core.messages import AIMessage
 
-from checkpoints import store
-from graph.replay import replay_run
-from nodes._rollback import roll_back
-from graph.status import Terminal
+from boundloop.checkpoints import store
+from boundloop.graph.trace.replay import replay_run
+from boundloop.nodes._rollback import roll_back
+from boundloop.graph.core.status import Terminal
 from tests.graph.fake_responses import FakeResponses, input_items, reasoning, text
 
 SEARCH = {"type": "web_search_call", "id": "ws_1", "status": "completed", "action": {"type": "search", "query": "release owner"}}
@@ -250,7 +250,7 @@ async def test_a_streamed_responses_call_keeps_its_hosted_items(provider):
     """Streaming (as `langgraph dev` streams messages) yields the same typed items."""
     from langchain_core.messages import HumanMessage, SystemMessage
 
-    from graph.models import model_for
+    from boundloop.graph.models.catalog import model_for
 
     with FakeResponses(actor=[[SEARCH, text("ok")]]) as fake:
         model = model_for({**provider, "base_url": fake.base_url})

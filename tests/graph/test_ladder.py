@@ -9,10 +9,11 @@ import copy
 import random
 from typing import Any
 
-from graph import ladder, payload_tool, safety
-from graph.ladder import Ladder
-from graph.state import _fold_by_call_id
-from nodes.observe import _done
+from boundloop.graph import ladder, safety
+from boundloop.graph.context import payloads as payload_tool
+from boundloop.graph.ladder import Ladder
+from boundloop.graph.state import _fold_by_call_id
+from boundloop.nodes.observe import _done
 
 STATUSES = [None, "pending", "ok", "tool_error", "timeout", "denied", "rejected", "unknown_tool", "repeated_call"]
 STAGES = ["intended", "admitted", "observed", "attempted", "verified", "committed"]

@@ -8,8 +8,8 @@ import json
 import pytest
 from langchain_core.messages import ToolMessage
 
-from graph.errors import RunStopped
-from graph.status import Terminal
+from boundloop.graph.core.errors import RunStopped
+from boundloop.graph.core.status import Terminal
 from tests.graph.conftest import CRITIC_FAIL, CRITIC_PASS, JUDGE_PASS, PLAN_ONE_STEP, PLAN_READ_NOTES, READ_NOTES, step
 
 FINAL = step("Ana publishes the notes.")
@@ -221,7 +221,7 @@ async def test_large_tool_output_is_cut_for_the_model_and_stored_whole(run_scrip
     )
     observation = report.values["observations"][0]
     assert observation["truncated"] and observation["pointer"]
-    from checkpoints.store import get_payload
+    from boundloop.checkpoints.store import get_payload
 
     stored = await get_payload(runner.pool, observation["pointer"])
     assert "x" * 10_000 in stored.body
@@ -251,7 +251,7 @@ async def test_a_hung_tool_times_out_and_the_loop_continues(run_script, workspac
 
     probe = Path(__file__).parents[1] / "tools" / "servers" / "probe_server.py"
     servers = {"mcpServers": {
-        "workspace": {"command": sys.executable, "args": ["-m", "mcp_servers.workspace", "--root", str(workspace)], "trusted": True},
+        "workspace": {"command": sys.executable, "args": ["-m", "boundloop.mcp_servers.workspace", "--root", str(workspace)], "trusted": True},
         "probe": {"command": sys.executable, "args": [str(probe)], "trusted": True},
     }}
     report = await run_script(

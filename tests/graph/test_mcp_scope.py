@@ -9,9 +9,10 @@ import json
 
 from mcp import types
 
-from graph import deadline, mcp_scope
-from graph.budget import Budget
-from graph.services import Services
+from boundloop.graph.core import deadline
+from boundloop.graph.calls import scope as mcp_scope
+from boundloop.graph.core.budget import Budget
+from boundloop.graph.services import Services
 from tests.graph.conftest import step
 
 ADVISE = types.CreateMessageRequestParams(

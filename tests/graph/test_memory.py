@@ -12,13 +12,13 @@ from typing import Any
 from langgraph.store.memory import InMemoryStore
 from typer.testing import CliRunner
 
-from checkpoints import store as tables
-from checkpoints.memory_store import memory_store
-from graph import memory
-from graph.cli import app
-from graph.replay import STEP_KINDS
-from graph.status import Terminal
-from nodes.act import _brief as actor_brief
+from boundloop.checkpoints import store as tables
+from boundloop.checkpoints.memory_store import memory_store
+from boundloop.graph.context import memory
+from boundloop.graph.cli.app import app
+from boundloop.graph.trace.replay import STEP_KINDS
+from boundloop.graph.core.status import Terminal
+from boundloop.nodes.act import _brief as actor_brief
 from tests.graph.conftest import CRITIC_PASS, JUDGE_PASS, PLAN_ONE_STEP, READ_NOTES, step
 
 SUPPORTED = {"text": "Ana: publish the notes", "sources": ["call_actor_0_0"]}

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from langchain_core.messages import ToolMessage
 
-from checkpoints import store
-from graph.models import model_for
-from graph.status import Terminal
+from boundloop.checkpoints import store
+from boundloop.graph.models.catalog import model_for
+from boundloop.graph.core.status import Terminal
 from tests.graph.conftest import CRITIC_PASS, step
 
 ALLOW_WRITES = {"rules": [{"id": "writes", "action": "allow", "tool": "write_file"}]}

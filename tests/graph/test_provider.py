@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from graph.status import Terminal
+from boundloop.graph.core.status import Terminal
 from tests.graph.fake_openai import FakeOpenAI
 
 

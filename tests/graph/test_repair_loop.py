@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import json
 
-from graph.models import model_for
-from graph.status import Terminal
+from boundloop.graph.models.catalog import model_for
+from boundloop.graph.core.status import Terminal
 from tests.graph.conftest import CRITIC_FAIL, CRITIC_PASS, JUDGE_PASS, PLAN_ONE_STEP, READ_NOTES, step
 
 FINAL = step("Ana publishes the notes.")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from graph.status import Terminal
+from boundloop.graph.core.status import Terminal
 from tests.graph.conftest import CRITIC_FAIL, PLAN_ONE_STEP, step
 
 JUDGE_FAIL = step({"passed": False, "failures": [{"criterion": "owner", "reason": "owner missing"}]})

@@ -3,8 +3,9 @@ steps a targeted re-plan replaces: pure functions, checked case by case."""
 
 from __future__ import annotations
 
-from graph import replan, schedule
-from graph.plan import PlanReply
+from boundloop.graph.quality import replan
+from boundloop.graph import schedule
+from boundloop.graph.core.plan import PlanReply
 
 READ, WRITE, LIST = "workspace__read_file", "workspace__write_file", "workspace__list_files"
 

@@ -15,9 +15,9 @@ import psycopg
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from psycopg.rows import dict_row
 
-from graph import guards
-from graph.runner import Runner
-from graph.status import Terminal
+from boundloop.graph import guards
+from boundloop.graph.run.runner import Runner
+from boundloop.graph.core.status import Terminal
 from tests.graph.conftest import CRITIC_PASS, PLAN_ONE_STEP, PLAN_READ_NOTES, step
 from tests.graph.test_cli import BOUNDLOOP, PROBE_SERVER, _env, boundloop
 

@@ -13,11 +13,11 @@ from typing import Any
 
 import pytest
 
-from checkpoints import approvals, store
-from checkpoints.errors import ApprovalRefused
-from graph.services import Services
-from graph.status import Terminal
-from graph.task import RunSettings, Task
+from boundloop.checkpoints import approvals, store
+from boundloop.checkpoints.errors import ApprovalRefused
+from boundloop.graph.services import Services
+from boundloop.graph.core.status import Terminal
+from boundloop.graph.task import RunSettings, Task
 from tests.graph.conftest import CRITIC_PASS, PLAN_ONE_STEP, step
 from tests.graph.test_cli import BOUNDLOOP, _env, boundloop
 

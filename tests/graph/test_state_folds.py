@@ -10,9 +10,9 @@ from typing import Any
 from langchain_core.messages import AIMessage, AIMessageChunk, HumanMessage, RemoveMessage, ToolMessage
 from langgraph.graph.message import add_messages
 
-from graph.budget import add_usage
-from graph.state import _fold_by_call_id, _fold_messages, _fold_usage, merge_by_call_id
-from tools import breakers
+from boundloop.graph.core.budget import add_usage
+from boundloop.graph.state import _fold_by_call_id, _fold_messages, _fold_usage, merge_by_call_id
+from boundloop.tools import breakers
 
 CALL = {"name": "workspace__read_file", "args": {"path": "notes.md"}, "id": "c1", "type": "tool_call"}
 MESSAGE_WRITES: list[Any] = [

@@ -17,15 +17,16 @@ from typing import Any
 
 import pytest
 
-from checkpoints import store
-from graph import guards, models
-from graph.errors import RunStopped
-from graph.runner import Runner
-from graph.services import Services
-from graph.status import Terminal
-from graph.task import RunSettings, Task
+from boundloop.checkpoints import store
+from boundloop.graph import guards
+from boundloop.graph.models import catalog as models
+from boundloop.graph.core.errors import RunStopped
+from boundloop.graph.run.runner import Runner
+from boundloop.graph.services import Services
+from boundloop.graph.core.status import Terminal
+from boundloop.graph.task import RunSettings, Task
 from tests.graph.conftest import CRITIC_PASS, PLAN_ONE_STEP, PLAN_READ_NOTES, step
-from tools import pinning, secrets
+from boundloop.tools import pinning, secrets
 
 READS = [{"name": "workspace__read_file", "args": {"path": "notes.md", "max_chars": 100 + n}} for n in range(3)]
 SCRIPT = {"planner": [PLAN_READ_NOTES], "actor": [*(step(calls=[call]) for call in READS), step("done")], "critic": [CRITIC_PASS]}
@@ -155,7 +156,7 @@ async def test_a_run_that_ends_is_reported_from_its_stream_without_reading_its_s
 def test_pinning_copies_the_tools_without_deep_copying_every_leaf_of_their_schemas(monkeypatch):
     """Intake pins every tool of every server, schemas and all: the pin is `dataclasses.asdict`'s
     copy of each spec, made without a `copy.deepcopy` call for each string and number in it."""
-    from tools.registry import ToolSpec
+    from boundloop.tools.registry import ToolSpec
 
     schema = {"type": "object", "properties": {f"arg{n}": {"type": "string", "description": "d" * n, "enum": ["a", "b"], "maxLength": n}
                                                for n in range(20)}, "required": ["arg1"], "additionalProperties": False}
@@ -178,7 +179,7 @@ async def test_phase_progress_is_made_only_when_an_observer_takes_custom_events(
     """Each phase's progress record goes to `custom` stream consumers: a drive whose observer takes
     none does not build one at every node (nor ask LangGraph for the `custom` stream); an observer
     with `custom` gets every phase's, in order, as before."""
-    from graph import builder
+    from boundloop.graph import builder
 
     made: list[str] = []
     original = builder.phase_progress

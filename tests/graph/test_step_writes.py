@@ -7,8 +7,8 @@ from typing import Any
 
 from psycopg.rows import dict_row
 
-from graph.runner import Runner
-from graph.status import Terminal
+from boundloop.graph.run.runner import Runner
+from boundloop.graph.core.status import Terminal
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from tests.graph.conftest import CRITIC_PASS, PLAN_READ_NOTES, step
 

@@ -1,4 +1,4 @@
-"""Where a cancelled drive may stop (graph/stops.py): a node in flight says "stop at once"; between
+"""Where a cancelled drive may stop (graph/core/stops.py): a node in flight says "stop at once"; between
 nodes the next node is held at its start and never runs; drives nobody watches are never held.
 The end-to-end guarantees (the finished step stays saved, the halt is checkpointed, the run resumes
 where it stopped) are tested with real runs in tests/faults/test_endings.py and
@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 
-from graph.stops import Stops
+from boundloop.graph.core.stops import Stops
 
 
 async def test_a_node_of_a_drive_nobody_watches_runs_and_is_never_held():

@@ -6,8 +6,8 @@ import json
 import sys
 from pathlib import Path
 
-from graph.replay import replay_run
-from graph.status import Terminal
+from boundloop.graph.trace.replay import replay_run
+from boundloop.graph.core.status import Terminal
 from tests.graph.conftest import CRITIC_FAIL, CRITIC_PASS, PLAN_ONE_STEP, step
 from tests.mcp_servers.sandboxes import searchable_root
 from tests.mcp_servers.test_sandbox_tests import CALC, needs_pytest

@@ -6,11 +6,11 @@ from __future__ import annotations
 import psycopg
 import pytest
 
-from checkpoints import store
-from graph.explain import explain
-from graph.replay import replay_run
-from graph.status import Terminal
-from graph.trace_check import missing_trace_fields
+from boundloop.checkpoints import store
+from boundloop.graph.trace.explain import explain
+from boundloop.graph.trace.replay import replay_run
+from boundloop.graph.core.status import Terminal
+from boundloop.graph.trace.fields import missing_trace_fields
 from tests.graph.conftest import CRITIC_PASS, PLAN_ONE_STEP, READ_NOTES, step
 
 MOVE = {"name": "workspace__move_file", "args": {"source": "notes.md", "destination": "old.md"}}

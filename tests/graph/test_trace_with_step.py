@@ -14,9 +14,9 @@ from contextlib import contextmanager
 import psycopg
 import pytest
 
-from checkpoints import store
-from checkpoints.pending_trace import TaskKey
-from checkpoints.saver import postgres_saver
+from boundloop.checkpoints import store
+from boundloop.checkpoints.pending_trace import TaskKey
+from boundloop.checkpoints.saver import postgres_saver
 from tests.graph.conftest import CRITIC_PASS, PLAN_ONE_STEP, READ_NOTES, step
 from tests.graph.test_cli import BOUNDLOOP, _crash_task, _env, _run_args, boundloop
 

@@ -4,9 +4,9 @@ the earlier verified step stays done and its call is never made again."""
 
 from __future__ import annotations
 
-from checkpoints import store
-from graph.models import model_for
-from graph.status import Terminal
+from boundloop.checkpoints import store
+from boundloop.graph.models.catalog import model_for
+from boundloop.graph.core.status import Terminal
 from tests.graph.conftest import CRITIC_FAIL, CRITIC_PASS, step
 
 ALLOW_WRITES = {"rules": [{"id": "writes", "action": "allow", "tool": "write_file"}]}

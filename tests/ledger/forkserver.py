@@ -5,7 +5,7 @@ MCP SDK and psycopg before doing anything; on two CI cores that alone blows the 
 `python -m tests.ledger.forkserver SOCKET` imports them once, prints `ready`, and then, for each
 launcher that connects (tests/ledger/launch.py), forks a child that takes over the launcher's
 stdin, stdout, stderr, arguments, environment and working directory and runs the target's own
-entry point — `graph.cli:app` (the `boundloop` script) or a server's `main`. The child is a real
+entry point — `boundloop.graph.cli.app:app` (the `boundloop` script) or a server's `main`. The child is a real
 process of its own: its crash points SIGKILL it, its stdio pipes are real. Its exit status goes
 back to the launcher; a launcher that goes away first takes its child with it (SIGKILL).
 """
@@ -22,16 +22,16 @@ import threading
 import traceback
 from typing import Any, Callable
 
-from graph.cli import app
-from mcp_servers.records.__main__ import main as records_main
-from mcp_servers.workspace.__main__ import main as workspace_main
+from boundloop.graph.cli.app import app
+from boundloop.mcp_servers.records.__main__ import main as records_main
+from boundloop.mcp_servers.workspace.__main__ import main as workspace_main
 from tests.tools.servers.probe_server import main as probe_main
 
 
 TARGETS: dict[str, tuple[str, Callable[[list[str]], Any]]] = {
     "boundloop": ("boundloop", lambda argv: app(args=argv, prog_name="boundloop")),
-    "workspace": ("python -m mcp_servers.workspace", lambda argv: workspace_main()),
-    "records": ("python -m mcp_servers.records", lambda argv: records_main()),
+    "workspace": ("python -m boundloop.mcp_servers.workspace", lambda argv: workspace_main()),
+    "records": ("python -m boundloop.mcp_servers.records", lambda argv: records_main()),
     "probe": ("probe_server.py", probe_main),
 }
 """Target name → (sys.argv[0] in the child, its entry point given the arguments)."""

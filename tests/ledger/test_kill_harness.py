@@ -30,7 +30,7 @@ from urllib.parse import urlsplit, urlunsplit
 import psycopg
 import pytest
 
-from graph.status import Terminal
+from boundloop.graph.core.status import Terminal
 from tests.graph.conftest import CRITIC_PASS, step
 
 REPO = Path(__file__).resolve().parents[2]
@@ -39,8 +39,8 @@ PROBE_SERVER = REPO / "tests" / "tools" / "servers" / "probe_server.py"
 LAUNCH = Path(__file__).with_name("launch.py")
 DIRECT = {
     "boundloop": [BOUNDLOOP],
-    "workspace": [sys.executable, "-m", "mcp_servers.workspace"],
-    "records": [sys.executable, "-m", "mcp_servers.records"],
+    "workspace": [sys.executable, "-m", "boundloop.mcp_servers.workspace"],
+    "records": [sys.executable, "-m", "boundloop.mcp_servers.records"],
     "probe": [sys.executable, str(PROBE_SERVER)],
 }
 """How each process starts without the forkserver: the installed script, the servers' modules."""

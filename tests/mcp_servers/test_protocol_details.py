@@ -11,10 +11,10 @@ from mcp import Client, MCPError
 from mcp.server import MCPServer
 from mcp.types import INVALID_PARAMS
 
-from mcp_servers._shipped import TOOLS_TTL_MS
-from mcp_servers.sandbox.limits import Limits
-from mcp_servers.sandbox.server import build_server as build_sandbox
-from mcp_servers.workspace.server import build_server as build_workspace
+from boundloop.mcp_servers._shipped import TOOLS_TTL_MS
+from boundloop.mcp_servers.sandbox.limits import Limits
+from boundloop.mcp_servers.sandbox.server import build_server as build_sandbox
+from boundloop.mcp_servers.workspace.server import build_server as build_workspace
 
 
 def _servers(tmp_path: Path) -> list[MCPServer]:

@@ -9,7 +9,7 @@ import anyio
 import psycopg
 from mcp import Client
 
-from mcp_servers.records.server import ALREADY_EXISTS, KEY_REUSED, NOT_FOUND
+from boundloop.mcp_servers.records.server import ALREADY_EXISTS, KEY_REUSED, NOT_FOUND
 from tests.mcp_servers.launch import error_text, hints, http, stdio, structured
 
 

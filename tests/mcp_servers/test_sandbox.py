@@ -19,9 +19,9 @@ import anyio
 import pytest
 from mcp import Client
 
-from mcp_servers.sandbox.bubblewrap import NOT_INSTALLED
-from mcp_servers.sandbox.server import NOT_CONFINED, UNAVAILABLE
-from mcp_servers.workspace.paths import OUTSIDE_ROOT
+from boundloop.mcp_servers.sandbox.bubblewrap import NOT_INSTALLED
+from boundloop.mcp_servers.sandbox.server import NOT_CONFINED, UNAVAILABLE
+from boundloop.mcp_servers.workspace.paths import OUTSIDE_ROOT
 from tests.mcp_servers.launch import REPO, error_text, hints, http, stdio, structured
 from tests.mcp_servers.sandboxes import all_gone, searchable_root, sleeper, token
 
@@ -195,7 +195,7 @@ async def test_without_user_namespaces_nothing_runs(root: Path) -> None:
 async def test_without_bubblewrap_the_server_says_so_in_one_line_and_runs_nothing(root: Path) -> None:
     """bwrap is looked up on PATH: with none there, startup prints the fix and every call names it."""
     without_bwrap = ["env", "PATH=/nonexistent"]
-    argv = [*without_bwrap, sys.executable, "-m", "mcp_servers.sandbox", "--root", str(root)]
+    argv = [*without_bwrap, sys.executable, "-m", "boundloop.mcp_servers.sandbox", "--root", str(root)]
     startup = subprocess.run(argv, cwd=REPO, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60)
     async with stdio("sandbox", "--root", str(root), command=without_bwrap) as (client, _):
         result = await client.call_tool("run_command", {"argv": ["touch", "ran"]})

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from mcp_servers.sandbox.junit import parse_junit
-from mcp_servers.sandbox.server import NO_PYTEST
+from boundloop.mcp_servers.sandbox.junit import parse_junit
+from boundloop.mcp_servers.sandbox.server import NO_PYTEST
 from tests.mcp_servers.launch import error_text, stdio, structured
 from tests.mcp_servers.sandboxes import searchable_root
 

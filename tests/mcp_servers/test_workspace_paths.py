@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 from mcp import Client
 
-from mcp_servers.workspace.files import OS_ERROR
-from mcp_servers.workspace.paths import HOME_NOT_EXPANDED, NUL_BYTE, OUTSIDE_ROOT
+from boundloop.mcp_servers.workspace.files import OS_ERROR
+from boundloop.mcp_servers.workspace.paths import HOME_NOT_EXPANDED, NUL_BYTE, OUTSIDE_ROOT
 from tests.mcp_servers.launch import error_text, http, structured
 
 

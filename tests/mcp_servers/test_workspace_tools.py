@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from mcp import Client
 
-from mcp_servers.workspace.files import NOT_TEXT
-from mcp_servers.workspace.server import (
+from boundloop.mcp_servers.workspace.files import NOT_TEXT
+from boundloop.mcp_servers.workspace.server import (
     CONTENT_TOO_LARGE,
     DESTINATION_EXISTS,
     KEY_REUSED,

@@ -18,8 +18,8 @@ from typing import Any
 import pytest
 from langchain_core.messages import ToolMessage
 
-from checkpoints import store
-from graph.status import Terminal
+from boundloop.checkpoints import store
+from boundloop.graph.core.status import Terminal
 from tests.graph.conftest import CRITIC_PASS, PLAN_ONE_STEP, run_script, runner, step  # noqa: F401  (fixtures)
 
 CORPUS = json.loads((Path(__file__).parent / "injections.json").read_text())
@@ -46,7 +46,7 @@ def workspace(tmp_path: Path) -> Path:
 @pytest.fixture
 def servers(workspace: Path, tmp_path: Path) -> dict[str, Any]:
     return {"mcpServers": {
-        "workspace": {"command": sys.executable, "args": ["-m", "mcp_servers.workspace", "--root", str(workspace)], "trusted": True},
+        "workspace": {"command": sys.executable, "args": ["-m", "boundloop.mcp_servers.workspace", "--root", str(workspace)], "trusted": True},
         "outbox": {"command": sys.executable, "args": [str(OUTBOX), "--log", str(tmp_path / "outbox.log")], "trusted": True},
     }}
 

@@ -23,16 +23,16 @@ from langchain_core.messages import ToolMessage
 from langgraph.types import Send
 from mcp.types import ToolListChangedNotification
 
-from checkpoints import store
-from graph.runner import Runner
-from graph.status import Terminal
-from graph.task import RunSettings, Task
+from boundloop.checkpoints import store
+from boundloop.graph.run.runner import Runner
+from boundloop.graph.core.status import Terminal
+from boundloop.graph.task import RunSettings, Task
 from tests.graph.conftest import CRITIC_PASS, step
 from tests.graph.test_cli import BOUNDLOOP, _env, boundloop
-from tools import fresh_listing, pinning
-from tools.bridge import MCPBridge
-from tools.config import load_servers
-from tools.outcome import CallOutcome
+from boundloop.tools import fresh_listing, pinning
+from boundloop.tools.bridge import MCPBridge
+from boundloop.tools.config import load_servers
+from boundloop.tools.outcome import CallOutcome
 
 SERDE = JsonPlusSerializer()
 SHIFTY = str(Path(__file__).parent / "shifty_server.py")

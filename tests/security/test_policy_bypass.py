@@ -14,16 +14,16 @@ import pytest
 from langchain_core.messages import ToolMessage
 from psycopg.types.json import Jsonb
 
-from graph.budget import Budget, empty_usage
-from mcp_servers.records.schema import ensure_schema
-from graph.status import Terminal
+from boundloop.graph.core.budget import Budget, empty_usage
+from boundloop.mcp_servers.records.schema import ensure_schema
+from boundloop.graph.core.status import Terminal
 from tests.conftest import fresh_database
 from tests.graph.conftest import CRITIC_PASS, PLAN_ONE_STEP, run_script, runner, step  # noqa: F401 (fixtures)
 from tests.mcp_servers.launch import http
-from tools import gateway
-from tools.bridge import MCPBridge
-from tools.config import load_servers
-from tools.registry import ToolRegistry
+from boundloop.tools import gateway
+from boundloop.tools.bridge import MCPBridge
+from boundloop.tools.config import load_servers
+from boundloop.tools.registry import ToolRegistry
 
 SECRET = "SECRET-7f3a9c"
 USER_RULES = {"rules": [
@@ -191,7 +191,7 @@ async def test_path_arguments_of_another_server_are_what_the_servers_file_declar
     """An untrusted server's schema marks count for nothing. Undeclared, arguments named like paths
     are paths (so moving the symlink to secrets/ is denied); declared, exactly the declared ones are."""
     root = make_root(tmp_path)
-    base = {"command": sys.executable, "args": ["-m", "mcp_servers.workspace", "--root", str(root)]}
+    base = {"command": sys.executable, "args": ["-m", "boundloop.mcp_servers.workspace", "--root", str(root)]}
     declared = {**base, "root": str(root), "path_arguments": {"read_*": ["path"]}}
     verdicts = []
     for entry in (base, declared):

@@ -17,9 +17,9 @@ import anyio
 import pytest
 from mcp.server.mcpserver.exceptions import ToolError
 
-from mcp_servers.workspace.beneath import Beneath, openat2_available
-from mcp_servers.workspace.files import Files
-from mcp_servers.workspace.tree import walk
+from boundloop.mcp_servers.workspace.beneath import Beneath, openat2_available
+from boundloop.mcp_servers.workspace.files import Files
+from boundloop.mcp_servers.workspace.tree import walk
 from tests.mcp_servers.launch import stdio
 from tests.security.race import DEEP, INSIDE, OUTSIDE_ONLY, SECRET, layout, stress, swapping
 

@@ -20,9 +20,9 @@ import psycopg
 import pytest
 from pydantic import ValidationError
 
-from graph.runner import Runner
-from graph.status import Terminal
-from graph.task import RunSettings, Task
+from boundloop.graph.run.runner import Runner
+from boundloop.graph.core.status import Terminal
+from boundloop.graph.task import RunSettings, Task
 from tests.graph.conftest import CRITIC_PASS, step
 
 BOUNDLOOP = str(Path(sys.executable).parent / "boundloop")
@@ -138,7 +138,7 @@ def test_the_cli_refuses_a_config_with_inline_literal_secrets_in_one_line(db_url
 
 
 def test_redaction_masks_secret_keys_and_long_values_and_leaves_references_and_ordinary_text():
-    from tools.secrets import Redactor, redact_keys
+    from boundloop.tools.secrets import Redactor, redact_keys
 
     config = {"mcpServers": {"web": {"url": "http://127.0.0.1:1/mcp", "headers": {"Authorization": "Bearer abcdefgh1", "X-Ref": "${WEB_TOKEN}"}},
                              "local": {"command": "c", "env": {"TZ": "UTC"}, "api_key": "k" * 20, "max_tokens": 5}}}
@@ -154,7 +154,7 @@ def test_redaction_masks_secret_keys_and_long_values_and_leaves_references_and_o
 def test_the_environment_is_scanned_once_while_it_is_unchanged_and_again_as_soon_as_it_changes(monkeypatch):
     """Every trace event is redacted with the environment's secrets: the environment is scanned
     when it changed since the last scan, not at every event, and a change is seen at once."""
-    from tools import secrets as module
+    from boundloop.tools import secrets as module
 
     scans: list[int] = []
     original = module._scan

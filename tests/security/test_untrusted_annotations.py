@@ -8,13 +8,13 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from checkpoints import store
-from graph.status import Terminal
+from boundloop.checkpoints import store
+from boundloop.graph.core.status import Terminal
 from tests.graph.conftest import CRITIC_PASS, PLAN_ONE_STEP, run_script, runner, step, workspace  # noqa: F401 (fixtures)
-from tools import dispatch, ledger
-from tools.bridge import MCPBridge
-from tools.config import load_servers
-from tools.registry import ToolRegistry
+from boundloop.tools import dispatch, ledger
+from boundloop.tools.bridge import MCPBridge
+from boundloop.tools.config import load_servers
+from boundloop.tools.registry import ToolRegistry
 
 READ = {"name": "workspace__read_file", "args": {"path": "notes.md"}}
 READ_SOME = {"name": "workspace__read_file", "args": {"path": "notes.md", "max_chars": 10}}
@@ -23,7 +23,7 @@ READ_SOME = {"name": "workspace__read_file", "args": {"path": "notes.md", "max_c
 def workspace_server(root: Path, *, trusted: bool) -> dict[str, Any]:
     """Our workspace server, configured as if it were someone else's: its read_file claims readOnlyHint
     and its write_file claims idempotentHint (both true of it, but unverifiable when untrusted)."""
-    return {"command": sys.executable, "args": ["-m", "mcp_servers.workspace", "--root", str(root)], "trusted": trusted}
+    return {"command": sys.executable, "args": ["-m", "boundloop.mcp_servers.workspace", "--root", str(root)], "trusted": trusted}
 
 
 async def test_an_approved_read_only_claim_of_an_untrusted_tool_is_a_side_effect(run_script, runner, workspace) -> None:

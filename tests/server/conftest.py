@@ -35,7 +35,7 @@ import pytest
 from langgraph_sdk import get_client
 from langgraph_sdk.client import LangGraphClient
 
-from checkpoints import LocalCluster
+from boundloop.checkpoints import LocalCluster
 from tests.tools._procs import descendants, is_alive, wait_gone
 
 REPO = Path(__file__).resolve().parents[2]

@@ -16,11 +16,11 @@ import pytest
 from langgraph_sdk.client import LangGraphClient
 from pydantic import TypeAdapter
 
-from graph.elicitation import ElicitationAnswer
-from graph.runner import Runner
-from graph.status import Terminal
-from graph.task import RunSettings, Task
-from nodes.approve import ApprovalDecision
+from boundloop.graph.calls.elicitation import ElicitationAnswer
+from boundloop.graph.run.runner import Runner
+from boundloop.graph.core.status import Terminal
+from boundloop.graph.task import RunSettings, Task
+from boundloop.nodes.approve import ApprovalDecision
 from tests.checkpoints.test_versions import SHORT
 from tests.graph.conftest import CRITIC_PASS, PLAN_ONE_STEP, step, workspace  # noqa: F401  (fixture)
 from tests.graph.test_trace_with_step import STEP_EVENTS, UNSAVED_WITH_A_STEP

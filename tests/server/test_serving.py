@@ -17,10 +17,10 @@ import psycopg
 import pytest
 from langgraph_sdk.client import LangGraphClient
 
-from graph.budget import Budget
-from graph.profiles import budget_for
-from graph.services import default_servers
-from graph.status import Terminal
+from boundloop.graph.core.budget import Budget
+from boundloop.graph.core.profiles import budget_for
+from boundloop.graph.services import default_servers
+from boundloop.graph.core.status import Terminal
 from tests.graph.conftest import CRITIC_PASS, PLAN_ONE_STEP, READ_NOTES, step, workspace  # noqa: F401  (fixture)
 from tests.server.conftest import DevServer
 from tests.tools._procs import wait_gone

@@ -12,7 +12,7 @@ import pytest
 from langgraph_sdk import get_client
 from langgraph_sdk.client import LangGraphClient
 
-from graph.status import Terminal
+from boundloop.graph.core.status import Terminal
 from tests.graph.conftest import CRITIC_PASS, PLAN_ONE_STEP, step, workspace  # noqa: F401  (fixture)
 from tests.server.conftest import DevServer
 from tests.tools._procs import wait_gone

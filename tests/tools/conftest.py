@@ -15,8 +15,8 @@ import httpx2
 import pytest
 
 from tests.tools._procs import descendants, wait_gone
-from tools.bridge import MCPBridge
-from tools.config import load_servers
+from boundloop.tools.bridge import MCPBridge
+from boundloop.tools.config import load_servers
 
 PYTHON = sys.executable
 PROBE_SERVER = str(Path(__file__).parent / "servers" / "probe_server.py")

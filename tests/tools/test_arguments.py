@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from tools.arguments import validate
-from tools.registry import ToolSpec
+from boundloop.tools.arguments import validate
+from boundloop.tools.registry import ToolSpec
 
 READ_SCHEMA = {
     "type": "object",

@@ -7,10 +7,19 @@ import json
 import random
 from typing import Any
 
-from tools.breakers import (
-    BreakerSettings, Refusal, RepeatWarning, arguments_hash, changes, check, circuit_state, merge, record, recorded,
+from boundloop.tools.breakers import (
+    BreakerSettings,
+    Refusal,
+    RepeatWarning,
+    arguments_hash,
+    changes,
+    check,
+    circuit_state,
+    merge,
+    record,
+    recorded,
 )
-from tools.registry import ToolSpec
+from boundloop.tools.registry import ToolSpec
 
 SEARCH = ToolSpec(server="docs", name="search", description="", input_schema={})
 FETCH = ToolSpec(server="docs", name="fetch", description="", input_schema={})

@@ -19,10 +19,10 @@ import pytest
 
 from tests.tools._procs import is_alive, wait_gone
 from tests.tools.conftest import PROBE_SERVER, PYTHON, probe, time_server
-from tools.bridge import MCPBridge
-from tools.config import load_servers
-from tools.errors import ServerStartError
-from tools.registry import ToolHints
+from boundloop.tools.bridge import MCPBridge
+from boundloop.tools.config import load_servers
+from boundloop.tools.errors import ServerStartError
+from boundloop.tools.registry import ToolHints
 
 
 def bridge_for(log_dir: Path, max_reconnects: int = 3, **entries: dict) -> MCPBridge:
@@ -244,8 +244,8 @@ async def test_start_call_and_close_from_three_different_tasks(log_dir: Path) ->
 CRASHING_RUN = textwrap.dedent("""
     import asyncio, json, os, signal, sys
     from pathlib import Path
-    from tools.bridge import MCPBridge
-    from tools.config import load_servers
+    from boundloop.tools.bridge import MCPBridge
+    from boundloop.tools.config import load_servers
 
     async def main():
         servers = load_servers(json.loads(sys.argv[1]))

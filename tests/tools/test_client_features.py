@@ -15,9 +15,9 @@ import anyio
 import pytest
 
 from tests.tools.servers.asking_server import SCHEMA
-from tools import client_features
-from tools.bridge import MCPBridge
-from tools.config import load_servers
+from boundloop.tools import client_features
+from boundloop.tools.bridge import MCPBridge
+from boundloop.tools.config import load_servers
 
 ASKING_SERVER = str(Path(__file__).parent / "servers" / "asking_server.py")
 

@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from tools.config import load_servers
-from tools.errors import ConfigError
+from boundloop.tools.config import load_servers
+from boundloop.tools.errors import ConfigError
 
 
 def test_stdio_and_http_servers_load_with_our_keys_and_defaults() -> None:

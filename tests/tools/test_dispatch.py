@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from tools import pinning
-from tools.bridge import MCPBridge
-from tools.config import load_servers
-from tools.dispatch import call_with_retry, bound_text
-from tools.registry import ToolSpec
+from boundloop.tools import pinning
+from boundloop.tools.bridge import MCPBridge
+from boundloop.tools.config import load_servers
+from boundloop.tools.dispatch import call_with_retry, bound_text
+from boundloop.tools.registry import ToolSpec
 
 
 def spec_of(bridge: MCPBridge, qualified: str) -> ToolSpec:

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from tools import policy
-from tools.bridge import MCPBridge
-from tools.config import load_servers
-from tools.registry import ToolRegistry
+from boundloop.tools import policy
+from boundloop.tools.bridge import MCPBridge
+from boundloop.tools.config import load_servers
+from boundloop.tools.registry import ToolRegistry
 
 EVERYTHING = Path(__file__).parents[1] / ".peers" / "node_modules" / "@modelcontextprotocol" / "server-everything" / "dist" / "index.js"
 

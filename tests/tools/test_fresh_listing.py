@@ -8,7 +8,7 @@ import math
 
 import pytest
 
-from tools.fresh_listing import MAX_FRESH_S, FreshListing
+from boundloop.tools.fresh_listing import MAX_FRESH_S, FreshListing
 
 TOOLS = ["lookup"]
 

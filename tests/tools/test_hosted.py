@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from graph.task import RunSettings
-from tools import hosted
-from tools.errors import ConfigError
-from tools.policy import Policy
+from boundloop.graph.task import RunSettings
+from boundloop.tools import hosted
+from boundloop.tools.errors import ConfigError
+from boundloop.tools.policy import Policy
 
 DOCS = {"type": "mcp", "server_url": "https://mcp.example.test/mcp", "headers": {"Authorization": "Bearer ${DOCS_TOKEN}"}}
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from checkpoints import store
-from tools import ledger
-from tools.outcome import CallOutcome
-from tools.registry import ToolHints, ToolSpec
+from boundloop.checkpoints import store
+from boundloop.tools import ledger
+from boundloop.tools.outcome import CallOutcome
+from boundloop.tools.registry import ToolHints, ToolSpec
 
 WRITE = ToolSpec(server="asking", name="note", description="", input_schema={"type": "object"}, trusted=True,
                  hints=ToolHints(read_only=False, destructive=False, idempotent=False, open_world=False, annotated=True))
@@ -16,7 +16,7 @@ CALL = {"call_id": "a1.1", "name": "asking__note", "args": {"text": "hello"}, "a
 
 
 async def _stopped(pool: Any, key: str) -> list[dict[str, Any]]:
-    """A call whose INTENT is written and which was stopped for question `q` (graph/elicitation.py)."""
+    """A call whose INTENT is written and which was stopped for question `q` (graph/calls/elicitation.py)."""
     await store.claim_intent(pool, idempotency_key=key, thread_id="r", call_id="a1.1", step_id=None, tool="note", server="asking", args_hash="h")
     await ledger.stop_for_question(pool, key, "q")
     return []

@@ -16,11 +16,11 @@ import psycopg
 import pytest
 from cryptography.fernet import Fernet
 
-from checkpoints.pool import open_pool
-from tools import oauth
-from tools.bridge import MCPBridge
-from tools.config import load_servers
-from tools.errors import ServerStartError
+from boundloop.checkpoints.pool import open_pool
+from boundloop.tools import oauth
+from boundloop.tools.bridge import MCPBridge
+from boundloop.tools.config import load_servers
+from boundloop.tools.errors import ServerStartError
 
 OAUTH_SERVER = str(Path(__file__).parent / "servers" / "oauth_server.py")
 BOUNDLOOP = str(Path(sys.executable).parent / "boundloop")

@@ -8,10 +8,10 @@ from typing import Any
 
 import pytest
 
-from tools.errors import PolicyError
-from tools.policy import PROFILE_RULES, Decision, Policy, Rule, decide, load_policy
-from tools.registry import ToolHints, ToolSpec
-from tools.resources import MARK, resolve
+from boundloop.tools.errors import PolicyError
+from boundloop.tools.policy import PROFILE_RULES, Decision, Policy, Rule, decide, load_policy
+from boundloop.tools.registry import ToolHints, ToolSpec
+from boundloop.tools.resources import MARK, resolve
 
 READ_ONLY = ToolHints(read_only=True, destructive=False, idempotent=True, open_world=False)
 OPEN_READ = ToolHints(read_only=True, destructive=False, idempotent=True, open_world=True)

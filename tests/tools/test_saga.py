@@ -12,13 +12,13 @@ from typing import Any
 import psycopg
 import pytest
 
-from mcp_servers.records.patch import merge_patch
+from boundloop.mcp_servers.records.patch import merge_patch
 from tests.tools._procs import wait_gone
-from tools.bridge import MCPBridge
-from tools.config import load_servers
-from tools.errors import ConfigError
-from tools.registry import ToolHints, ToolSpec
-from tools.saga import Effect, compensate, compensation_for, plan_compensations, reversibility
+from boundloop.tools.bridge import MCPBridge
+from boundloop.tools.config import load_servers
+from boundloop.tools.errors import ConfigError
+from boundloop.tools.registry import ToolHints, ToolSpec
+from boundloop.tools.saga import Effect, compensate, compensation_for, plan_compensations, reversibility
 
 REPO = Path(__file__).resolve().parents[2]
 TIMEOUT_S = 30.0
@@ -67,12 +67,12 @@ class Servers:
 async def servers(tmp_path: Path, db_url: str, log_dir: Path) -> AsyncIterator[Servers]:
     """The real workspace and records servers over stdio, trusted, behind one bridge."""
     root = tmp_path / "workspace"
-    workspace = ["-m", "mcp_servers.workspace", "--root", str(root), "--journal-dir", str(tmp_path / "journal")]
+    workspace = ["-m", "boundloop.mcp_servers.workspace", "--root", str(root), "--journal-dir", str(tmp_path / "journal")]
     config = {
         "workspace": {"command": sys.executable, "args": workspace, "cwd": str(REPO), "trusted": True},
         "records": {
             "command": sys.executable,
-            "args": ["-m", "mcp_servers.records", "--database-url", db_url],
+            "args": ["-m", "boundloop.mcp_servers.records", "--database-url", db_url],
             "cwd": str(REPO),
             "trusted": True,
         },

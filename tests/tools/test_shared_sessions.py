@@ -7,7 +7,7 @@ import signal
 import sys
 from pathlib import Path
 
-from graph.services import Services
+from boundloop.graph.services import Services
 from tests.leftovers import server_processes
 from tests.tools._procs import wait_gone
 
@@ -20,7 +20,7 @@ def workspace(tmp_path: Path, name: str) -> dict[str, str]:
 
 
 def servers_of(root: str) -> list[str]:
-    return [line for line in server_processes() if "mcp_servers.workspace" in line and root in line]
+    return [line for line in server_processes() if "boundloop.mcp_servers.workspace" in line and root in line]
 
 
 async def read(services: Services, run_id: str, settings: dict[str, str]) -> str:
@@ -73,7 +73,7 @@ async def test_a_shared_server_that_died_is_started_again_for_the_next_run(tmp_p
 async def test_a_server_not_marked_shared_gets_a_process_per_run(tmp_path: Path) -> None:
     services = Services()
     root = workspace(tmp_path, "one")["workspace_root"]
-    entry = {"command": sys.executable, "args": ["-m", "mcp_servers.workspace", "--root", root], "trusted": True}
+    entry = {"command": sys.executable, "args": ["-m", "boundloop.mcp_servers.workspace", "--root", root], "trusted": True}
     settings = {"servers": {"mcpServers": {"workspace": entry}}}
     try:
         await read(services, "run-a", settings)

@@ -3,7 +3,7 @@ with side effects. Every run still ends, and each side effect happened exactly o
 
 Everything is real: the worker processes (Procrastinate), the graph, the ledger, one workspace MCP
 server over HTTP shared by all runs (so killing a worker leaves the server up, as in production),
-Postgres. The runs are submitted in-process through `graph.workers.submit`, each with its own
+Postgres. The runs are submitted in-process through `boundloop.graph.run.workers.submit`, each with its own
 script, because each run writes files of its own (`boundloop submit` is tested in test_submit.py).
 
     BOUNDLOOP_WORKERS_RUNS=200 .venv/bin/python -m pytest -q tests/workers/test_kill_worker.py   # a longer soak
@@ -15,11 +15,11 @@ import json
 import os
 import signal
 
-from checkpoints.queue import pickups
-from graph import workers
-from graph.runner import Runner
-from graph.status import Terminal
-from graph.task import RunSettings, Task
+from boundloop.checkpoints.queue import pickups
+from boundloop.graph.run import workers
+from boundloop.graph.run.runner import Runner
+from boundloop.graph.core.status import Terminal
+from boundloop.graph.task import RunSettings, Task
 from tests.workers.conftest import MID_RUN, wait_until, writes
 
 RUNS = int(os.environ.get("BOUNDLOOP_WORKERS_RUNS", "60"))

@@ -7,11 +7,11 @@ from __future__ import annotations
 import json
 import signal
 
-from checkpoints.queue import pickups
-from graph import workers
-from graph.runner import Runner
-from graph.status import Terminal
-from graph.task import RunSettings, Task
+from boundloop.checkpoints.queue import pickups
+from boundloop.graph.run import workers
+from boundloop.graph.run.runner import Runner
+from boundloop.graph.core.status import Terminal
+from boundloop.graph.task import RunSettings, Task
 from tests.workers.conftest import ENDED, MID_RUN, boundloop, eventually, wait_until, writes
 
 

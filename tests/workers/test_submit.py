@@ -8,11 +8,11 @@ import json
 
 import psycopg
 
-from checkpoints import open_pool
-from checkpoints.queue import migrate_queue
-from graph import workers
-from graph.runner import Runner
-from graph.task import RunSettings, Task
+from boundloop.checkpoints import open_pool
+from boundloop.checkpoints.queue import migrate_queue
+from boundloop.graph.run import workers
+from boundloop.graph.run.runner import Runner
+from boundloop.graph.task import RunSettings, Task
 from tests.workers.conftest import ENDED, boundloop, wait_until, writes
 
 PAUSED = "SELECT 1 FROM procrastinate_jobs WHERE lock = %s AND status = 'succeeded'"

@@ -19,7 +19,7 @@ from mcp.server import MCPServer
 from mcp.server.caching import CacheHint
 from mcp.types import ToolAnnotations
 
-from mcp_servers.workspace.models import FileText, Written
+from boundloop.mcp_servers.workspace.models import FileText, Written
 
 WRITES = ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=True, open_world_hint=False)
 

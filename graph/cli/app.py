@@ -1,0 +1,409 @@
+"""cli: the `boundloop` command — run, resume, list and inspect runs, and the offline demo.
+
+Every user error ends in one clear message and exit code 2, never a traceback. A run that stops
+on an error keeps its last checkpoint, and the message says how to resume it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import math
+import os
+import signal
+import sys
+import uuid
+from importlib import resources
+from pathlib import Path
+from typing import Annotated, Any, Optional
+
+import psycopg
+import typer
+from psycopg_pool import PoolTimeout
+from pydantic import ValidationError
+from rich.console import Console
+from rich.markup import escape
+
+from boundloop.checkpoints.errors import CheckpointsError
+from boundloop.graph.core.errors import BoundloopError, ConfigError
+from boundloop.graph.models.catalog import model_for
+from boundloop.graph.cli.progress import Progress, render_pending, render_report, render_runs, render_trace
+from boundloop.graph.run.runner import RunReport, Runner
+from boundloop.graph.task import RunSettings, Task, limit_problem
+from boundloop.tools import secrets
+from boundloop.tools.errors import ToolsError
+from boundloop.tools.config import load_servers
+from boundloop.tools.policy import load_policy
+
+app = typer.Typer(help="boundloop: a bounded, durable, permissioned agent loop.", no_args_is_help=True, add_completion=False)
+err = Console(stderr=True, soft_wrap=True)
+out = Console(soft_wrap=True)
+
+JsonFlag = Annotated[bool, typer.Option("--json", help="Print one machine-readable JSON document.")]
+DbFlag = Annotated[Optional[str], typer.Option("--database-url", help="PostgreSQL URL (default: BOUNDLOOP_DATABASE_URL, DATABASE_URL, or the local cluster).")]
+
+CriteriaOpt = Annotated[list[str], typer.Option("--criteria", "-c", help="An acceptance criterion (repeatable).")]
+ProfileOpt = Annotated[Optional[str], typer.Option("--profile", help="research_assistant | coding_assistant | support_agent | procurement_agent | sre_agent")]
+BudgetOpt = Annotated[list[str], typer.Option("--budget", "-b", help="Override a budget dimension, e.g. tool_calls=10 (repeatable).")]
+ModelOpt = Annotated[Optional[str], typer.Option("--model", help="OpenAI-compatible model name, or `scripted`.")]
+BaseUrlOpt = Annotated[Optional[str], typer.Option("--base-url", help="OpenAI-compatible endpoint.")]
+ScriptOpt = Annotated[Optional[Path], typer.Option("--script", help="Script for the scripted model.")]
+ConfigOpt = Annotated[Optional[Path], typer.Option("--config", help="JSON config file: model, base_url, api_key, servers, prices, model_apis, hosted_tools, tool_prices.")]
+WorkspaceOpt = Annotated[Optional[Path], typer.Option("--workspace", help="Root of the shipped workspace server (default: current directory).")]
+ServersOpt = Annotated[Optional[Path], typer.Option("--servers", help="MCP servers file in the mcpServers JSON shape.")]
+PolicyOpt = Annotated[Optional[Path], typer.Option("--policy", help="Permission rules file (JSON): {\"rules\": [{\"action\", \"server\", \"tool\", \"arguments\", \"id\"}]}.")]
+UnattendedOpt = Annotated[bool, typer.Option("--unattended", help="No human: every ask becomes deny; never waits.")]
+UserOpt = Annotated[Optional[str], typer.Option("--user", help="Tenant/user scope the run acts for (recorded in its trace; the default approver).")]
+ApprovalTimeoutOpt = Annotated[Optional[float], typer.Option("--approval-timeout", help="Seconds an approval may wait; later decisions count as rejections.")]
+"""The run options `run` and `submit` share."""
+
+
+@app.command()
+def run(
+    goal: Annotated[Optional[str], typer.Argument(help="What the agent should achieve.")] = None,
+    task_file: Annotated[Optional[Path], typer.Option("--task", help="A task JSON file (goal, acceptance_criteria, ...).")] = None,
+    criteria: CriteriaOpt = [],
+    output_schema: Annotated[Optional[Path], typer.Option("--output-schema", help="JSON schema file the answer must satisfy.")] = None,
+    profile: ProfileOpt = None,
+    budget: BudgetOpt = [],
+    model: ModelOpt = None,
+    base_url: BaseUrlOpt = None,
+    script: ScriptOpt = None,
+    config: ConfigOpt = None,
+    workspace: WorkspaceOpt = None,
+    servers: ServersOpt = None,
+    policy: PolicyOpt = None,
+    unattended: UnattendedOpt = False,
+    approval_timeout: ApprovalTimeoutOpt = None,
+    user: UserOpt = None,
+    thread: Annotated[Optional[str], typer.Option("--thread", help="Run id (thread id) to use.")] = None,
+    as_json: JsonFlag = False,
+    database_url: DbFlag = None,
+) -> None:
+    """Start a run and drive it to a terminal status (or to a pending approval)."""
+    options = dict(locals())
+    _guarded(lambda: _run(options))
+
+
+@app.command()
+def demo(as_json: JsonFlag = False, database_url: DbFlag = None) -> None:
+    """Run the shipped offline demo: scripted model, embedded Postgres, the workspace MCP server."""
+    _guarded(lambda: _demo(as_json, database_url))
+
+
+@app.command()
+def resume(
+    run_id: Annotated[str, typer.Argument(help="The run to continue.")],
+    as_json: JsonFlag = False,
+    database_url: DbFlag = None,
+) -> None:
+    """Continue a run from its last checkpoint (after a crash, a kill, or a decision made elsewhere)."""
+    _guarded(lambda: _with_runner(database_url, lambda runner: _drive(runner, runner.resume(run_id, observe=_observer(as_json)), as_json)))
+
+
+@app.command()
+def runs(limit: int = 50, as_json: JsonFlag = False, database_url: DbFlag = None) -> None:
+    """List runs with their status."""
+
+    async def body(runner: Runner) -> None:
+        rows = await runner.runs(limit)
+        out.print_json(json.dumps(rows, default=str)) if as_json else render_runs(out, rows)
+
+    _guarded(lambda: _with_runner(database_url, body))
+
+
+@app.command()
+def show(run_id: str, as_json: JsonFlag = False, database_url: DbFlag = None) -> None:
+    """Show a run: what it did in one sentence, phase history, budget used against its limits, terminal status and result."""
+
+    async def body(runner: Runner) -> None:
+        from boundloop.graph.cli.replay import show_header
+        from boundloop.graph.trace.fields import missing_trace_fields
+
+        report, trace = await runner.report(run_id), await runner.trace(run_id)
+        sentence, complete = show_header(trace, missing := await missing_trace_fields(runner.pool, run_id))
+        if as_json:
+            extra = {"explanation": sentence, "missing_trace_fields": missing, "trace": trace}
+            out.print_json(json.dumps(secrets.redact(_report_json(report) | extra), default=str))
+        else:
+            out.print(sentence, highlight=False)
+            out.print(complete, highlight=False)
+            render_trace(out, trace)
+            render_report(out, report)
+
+    _guarded(lambda: _with_runner(database_url, body))
+
+
+@app.command()
+def pending(run_id: Annotated[Optional[str], typer.Argument(help="Only this run.")] = None, as_json: JsonFlag = False, database_url: DbFlag = None) -> None:
+    """List approvals waiting for a human, across all runs."""
+
+    async def body(runner: Runner) -> None:
+        rows = await runner.pending(run_id)
+        out.print_json(json.dumps(rows, default=str)) if as_json else render_pending(out, rows)
+
+    _guarded(lambda: _with_runner(database_url, body))
+
+
+@app.command()
+def approve(
+    run_id: str,
+    call_id: str,
+    edit: Annotated[Optional[str], typer.Option("--edit", help="Run with these arguments instead (JSON); re-validated and re-checked by policy.")] = None,
+    respond: Annotated[Optional[str], typer.Option("--respond", help="Do not run the tool; give the model this result.")] = None,
+    grant: Annotated[list[str], typer.Option("--grant", help="Budget extension: a new limit, e.g. tool_calls=60 (repeatable).")] = [],
+    answer: Annotated[Optional[str], typer.Option("--answer", help="Answer to a question the run asked (missing information).")] = None,
+    approver: Annotated[str, typer.Option("--as", help="Who approves (recorded).")] = os.environ.get("USER", "cli"),
+    as_json: JsonFlag = False,
+    database_url: DbFlag = None,
+) -> None:
+    """Approve what a run waits for — a call (or edit it, or answer for it), a plan, a result, a budget
+    extension (--grant), a question (--answer) — then continue the run."""
+
+    def decide() -> None:
+        decision = _approval(edit, respond, grant, answer, approver)
+        _with_runner(database_url, lambda runner: _decide(runner, run_id, call_id, decision, as_json))
+
+    _guarded(decide)
+
+
+@app.command()
+def reject(
+    run_id: str,
+    call_id: str,
+    message: Annotated[str, typer.Option("--message", "-m", help="Why; the model reads it.")] = "rejected",
+    approver: Annotated[str, typer.Option("--as", help="Who rejects (recorded).")] = os.environ.get("USER", "cli"),
+    as_json: JsonFlag = False,
+    database_url: DbFlag = None,
+) -> None:
+    """Reject a waiting call with a message the model sees, then continue the run."""
+    decision = {"decision": "reject", "message": message, "approver": approver}
+    _guarded(lambda: _with_runner(database_url, lambda runner: _decide(runner, run_id, call_id, decision, as_json)))
+
+
+def _approval(edit: str | None, respond: str | None, grant: list[str], answer: str | None, approver: str) -> dict[str, Any]:
+    """The decision `approve` sends, from its flags (at most one of them)."""
+    given = [flag for flag, value in (("--edit", edit), ("--respond", respond), ("--grant", grant), ("--answer", answer)) if value]
+    if len(given) > 1:
+        raise ConfigError(f"approve takes one of --edit, --respond, --grant, --answer (got {' and '.join(given)})")
+    if edit is not None:
+        arguments = _parse_json(edit, "--edit")
+        if not isinstance(arguments, dict):
+            raise ConfigError(f"--edit must be a JSON object of arguments (got {type(arguments).__name__}); e.g. --edit '{{\"path\": \"a.md\"}}'")
+        return {"decision": "edit", "args": arguments, "approver": approver}
+    if respond is not None:
+        return {"decision": "respond", "result": respond, "approver": approver}
+    if grant:
+        return {"decision": "approve", "grant": _budget_overrides(grant), "approver": approver}
+    if answer is not None:
+        return {"decision": "approve", "answer": answer, "approver": approver}
+    return {"decision": "approve", "approver": approver}
+
+
+def _parse_json(text: str, flag: str) -> Any:
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as error:
+        raise ConfigError(f"{flag} is not valid JSON ({error.msg} at column {error.colno}); e.g. {flag} '{{\"path\": \"a.md\"}}'") from None
+
+
+def _run(options: dict[str, Any]) -> None:
+    settings = _settings(options)
+    task = _task(options)
+    model_for(settings.model_dump(mode="json"))  # fail fast on a missing key or a bad script, before any run exists
+    if settings.policy:
+        load_policy(settings.policy)
+    if settings.servers:
+        load_servers(settings.servers)
+    _with_runner(
+        options["database_url"],
+        lambda runner: _drive(runner, runner.start(task, settings, thread_id=options["thread"], observe=_observer(options["as_json"])), options["as_json"]),
+    )
+
+
+def _demo(as_json: bool, database_url: str | None) -> None:
+    bundled = resources.files("boundloop.graph") / "scripts"
+    thread = f"demo-{uuid.uuid4().hex[:8]}"
+    workspace = Path(os.environ.get("BOUNDLOOP_HOME", ".boundloop")) / "workspaces" / thread
+    for name, content in json.loads((bundled / "demo.workspace.json").read_text()).items():
+        (workspace / name).parent.mkdir(parents=True, exist_ok=True)
+        (workspace / name).write_text(content)
+    task = Task.model_validate_json((bundled / "demo.task.json").read_text())
+    settings = RunSettings(model="scripted", script=str(bundled / "demo.json"), workspace_root=str(workspace.resolve()))
+    if not as_json:
+        err.print(f"[dim]demo workspace: {workspace}[/dim]")
+    _with_runner(database_url, lambda runner: _drive(runner, runner.start(task, settings, thread_id=thread, observe=_observer(as_json)), as_json), install=True)
+
+
+def _settings(options: dict[str, Any]) -> RunSettings:
+    values: dict[str, Any] = _read_json(options["config"], "config") if options["config"] else {}
+    if api_key := values.pop("api_key", None):
+        os.environ.setdefault("OPENAI_API_KEY", api_key)
+    chosen_model = options["model"] or values.get("model") or ("scripted" if options["script"] else os.environ.get("OPENAI_MODEL", "gpt-4o-mini"))
+    values.update(model=chosen_model, unattended=options["unattended"] or values.get("unattended", False))
+    if (timeout := options["approval_timeout"]) is not None:
+        if not math.isfinite(timeout) or timeout < 0:
+            raise ConfigError(f"--approval-timeout {timeout:g} is not a number of seconds, 0 or more; e.g. --approval-timeout 3600")
+        values["approval_timeout_s"] = timeout
+    for key in ("base_url", "script", "user"):
+        if options.get(key):
+            values[key] = str(options[key])
+    if options["servers"]:
+        values["servers"] = str(options["servers"].resolve())  # read when a server starts: its secrets never enter the run's state
+    elif isinstance(values.get("servers"), str):
+        values["servers"] = str((options["config"].parent / values["servers"]).resolve())
+    if isinstance(values.get("hosted_tools"), str):
+        values["hosted_tools"] = str((options["config"].parent / values["hosted_tools"]).resolve())
+    if options["policy"]:
+        values["policy"] = _read_json(options["policy"], "policy")
+    values["workspace_root"] = str((options["workspace"] or Path(values.get("workspace_root") or ".")).resolve())
+    try:
+        return RunSettings.model_validate(values)
+    except ValidationError as error:
+        raise ConfigError(f"config: {_first_error(error)}") from None
+
+
+def _task(options: dict[str, Any]) -> Task:
+    values: dict[str, Any] = _read_json(options["task_file"], "task") if options["task_file"] else {}
+    if options["goal"]:
+        values["goal"] = options["goal"]
+    if "goal" not in values:
+        raise ConfigError("no goal: pass the goal as an argument (boundloop run \"...\") or --task FILE")
+    if options["criteria"]:
+        values["acceptance_criteria"] = list(options["criteria"])
+    if options["output_schema"]:
+        values["output_schema"] = _read_json(options["output_schema"], "output schema")
+    if options["profile"]:
+        values["profile"] = options["profile"]
+    values["budget"] = {**values.get("budget", {}), **_budget_overrides(options["budget"])}
+    try:
+        return Task.model_validate(values)
+    except ValidationError as error:
+        raise ConfigError(f"task: {_first_error(error)}") from None
+
+
+def _budget_overrides(pairs: list[str]) -> dict[str, Any]:
+    overrides: dict[str, Any] = {}
+    for pair in pairs:
+        name, sep, value = pair.partition("=")
+        if not sep:
+            raise ConfigError(f"--budget {pair!r} is not NAME=VALUE; e.g. --budget tool_calls=10")
+        if value.strip().lower() == "none":
+            overrides[name.strip()] = None
+            continue
+        try:
+            number = json.loads(value)  # reads NaN and Infinity too: limit_problem refuses them
+        except json.JSONDecodeError:
+            number = value
+        if problem := limit_problem(name.strip(), number):
+            raise ConfigError(f"--budget {pair!r}: {problem} (e.g. --budget tool_calls=10)")
+        overrides[name.strip()] = number
+    return overrides
+
+
+def _read_json(path: Path, what: str) -> Any:
+    try:
+        return json.loads(path.read_text())
+    except FileNotFoundError:
+        raise ConfigError(f"{what} file {str(path)!r} not found") from None
+    except json.JSONDecodeError as error:
+        raise ConfigError(f"{what} file {str(path)!r} is not valid JSON (line {error.lineno}, column {error.colno}: {error.msg})") from None
+
+
+def _first_error(error: ValidationError) -> str:
+    first = error.errors()[0]
+    return f"{'.'.join(str(part) for part in first['loc']) or '(root)'}: {first['msg']}"
+
+
+def _observer(as_json: bool) -> Any:
+    return None if as_json else Progress(err)
+
+
+async def _drive(runner: Runner, started: Any, as_json: bool) -> None:
+    from boundloop.graph.cli.approvals import ask_decisions
+
+    at_terminal = not as_json and sys.stdin.isatty()
+    report: RunReport = await started
+    while report.waiting and at_terminal:
+        report = await runner.resume(report.thread_id, decisions=ask_decisions(report.interrupts), observe=_observer(as_json))
+    if as_json:
+        out.print_json(json.dumps(secrets.redact(_report_json(report)), default=str))
+    else:
+        render_report(out, report)
+
+
+async def _decide(runner: Runner, run_id: str, call_id: str, decision: dict[str, Any], as_json: bool) -> None:
+    """Apply a decision here, or, for a run the worker pool drives, queue its continuation for a worker."""
+    from boundloop.graph.cli.workers import queue_decision
+
+    if not await queue_decision(runner, run_id, call_id, decision, as_json):
+        await _drive(runner, runner.decide(run_id, call_id, decision, observe=_observer(as_json)), as_json)
+
+
+def _report_json(report: RunReport) -> dict[str, Any]:
+    values = report.values
+    return {
+        "run_id": report.thread_id,
+        "status": report.status,
+        "result": values.get("result"),
+        "usage": values.get("usage"),
+        "budget": values.get("budget"),
+        "ending": values.get("ending"),
+        "interrupts": report.interrupts,
+    }
+
+
+def _with_runner(database_url: str | None, body: Any, *, install: bool = False) -> None:
+    # psycopg, its pool and the lease log every dropped connection and reconnect attempt; during an
+    # outage that is a screenful on stderr. The runner rides the outage out or ends with one line.
+    for noisy in ("psycopg", "boundloop.checkpoints.lease"):
+        logging.getLogger(noisy).addHandler(logging.NullHandler())
+
+    async def main() -> None:
+        async with Runner(database_url, install_postgres=install) as runner:
+            _stop_on_signals(runner)
+            await body(runner)
+
+    asyncio.run(main())
+
+
+def _stop_on_signals(runner: Runner) -> None:
+    """Ctrl-C or SIGTERM: stop at the next safe point, resumable. A second Ctrl-C exits at once;
+    every step already saved stays saved, and the ledger reconciles a call cut off mid-flight."""
+    loop = asyncio.get_running_loop()
+    received = 0
+
+    def on_signal() -> None:
+        nonlocal received
+        received += 1
+        if received > 1:
+            os._exit(130)
+        err.print("[yellow]stopping at the next safe point: the call in flight is cancelled, saved steps stay saved; press Ctrl-C again to exit at once[/yellow]")
+        runner.cancel()
+
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(signum, on_signal)
+
+
+def _guarded(action: Any) -> None:
+    try:
+        action()
+    except (BoundloopError, CheckpointsError, ToolsError) as error:
+        err.print(f"[bold red]error:[/bold red] {escape(secrets.redact(str(error)))}", highlight=False)
+        raise typer.Exit(2) from None
+    except (psycopg.OperationalError, PoolTimeout) as error:  # outside a drive: nothing was in flight
+        reason = " ".join(secrets.redact(str(error)).split())[:300]
+        err.print(f"[bold red]error:[/bold red] database connection lost ({escape(reason)}); nothing was changed: retry when the database is back", highlight=False)
+        raise typer.Exit(2) from None
+    except KeyboardInterrupt:
+        err.print("[yellow]interrupted; the run keeps its last checkpoint: continue with `boundloop resume RUN`[/yellow]")
+        raise typer.Exit(130) from None
+
+
+import boundloop.graph.cli.workers  # noqa: E402,F401  (registers `submit` and `worker` on `app`)
+import boundloop.graph.cli.replay  # noqa: E402,F401  (registers `replay` on `app`)
+import boundloop.graph.cli.memory  # noqa: E402,F401  (registers `memory list|show|quarantine|forget|rebuild` on `app`)
+import boundloop.graph.cli.console  # noqa: E402,F401  (registers `console` on `app`)
+import boundloop.graph.cli.auth  # noqa: E402,F401  (registers `auth` on `app`)
+import boundloop.graph.cli.eval  # noqa: E402,F401  (registers `eval` on `app`)

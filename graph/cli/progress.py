@@ -1,0 +1,113 @@
+"""progress: how runs look on a terminal — live phase and budget bars, reports, lists, traces."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from boundloop.graph.core.budget import Budget, add_usage, used_of
+from boundloop.graph.trace.progress import phase_progress
+
+BARS = {"model_turns": "turns", "tool_calls": "tools", "wall_clock_s": "secs", "repairs": "repairs"}
+
+
+class Progress:
+    """Observer for `Runner`: one line per node with the phase and budget bars."""
+
+    def __init__(self, console: Console) -> None:
+        self.console = console
+        self.usage: dict[str, Any] = {}
+        self.budget: dict[str, Any] | None = None
+
+    def __call__(self, node: str, update: dict[str, Any], state: dict[str, Any]) -> None:
+        self.budget = update.get("budget") or self.budget
+        self.usage = add_usage(self.usage, update.get("usage"))
+        self.console.print(render_progress(phase_progress(node, update, self.usage, self.budget)), highlight=False)
+
+    def custom(self, event: Any) -> None:
+        """A `custom` stream event: a tool's progress gets its own line."""
+        if isinstance(event, dict) and event.get("kind") == "tool_progress":
+            self.console.print(render_tool_progress(event), highlight=False)
+
+
+def render_progress(progress: dict[str, Any]) -> str:
+    """The CLI line of a `phase_progress` record."""
+    budget = progress["budget"]
+    bars = " ".join(_bar(label, budget[name]["used"], budget[name]["limit"]) for name, label in BARS.items()) if budget else ""
+    extra = "  " + ", ".join(f"{call['tool']}→{call['status']}" for call in progress["tools"]) if progress["tools"] else ""
+    return f"[cyan]{progress['phase']:>13}[/cyan] {bars}{extra}"
+
+
+def render_tool_progress(event: dict[str, Any]) -> str:
+    """The CLI line of a tool's progress notification, e.g. `  progress workspace__grep 3/10 scanning`."""
+    total = f"/{event['total']:g}" if event.get("total") is not None else ""
+    return f"[cyan]{'progress':>13}[/cyan] {event['tool']} {event['progress']:g}{total} {event.get('message') or ''}".rstrip()
+
+
+def _bar(label: str, used: float, limit: float | None, width: int = 4) -> str:
+    shown = f"{used:.3g}" if isinstance(used, float) else str(used)
+    if limit is None:
+        return f"{label} {shown}"
+    filled = min(width, int(width * used / limit)) if limit else width
+    return f"{label} {'█' * filled}{'░' * (width - filled)} {shown}/{limit:g}"
+
+
+def render_report(console: Console, report: Any) -> None:
+    values = report.values
+    ending = values.get("ending") or {}
+    colour = "green" if report.status == "SUCCESS" else "yellow" if report.waiting else "red"
+    console.print(f"[bold {colour}]{report.status}[/bold {colour}]  run {report.thread_id}")
+    if ending.get("reason"):
+        console.print(f"  why: {ending['reason']}")
+    if ending.get("next_safe_action"):
+        console.print(f"  next: {ending['next_safe_action']}")
+    for item in report.interrupts:
+        value = item["value"]
+        console.print(f"  waiting: {value.get('type')} {value.get('name')} {value.get('args')}  (interrupt {item['id']})")
+    if values.get("budget"):
+        budget = Budget.model_validate(values["budget"])
+        table = Table("budget", "used", "limit", box=None, pad_edge=False)
+        usage = values.get("usage", {})
+        for name in Budget.model_fields:
+            if name != "parallel_calls":
+                limit = getattr(budget, name)
+                table.add_row(name, f"{used_of(usage, name):.6g}", "—" if limit is None else f"{limit:g}")
+        console.print(table)
+    result = values.get("result") or {}
+    if result.get("output") or result.get("partial_output"):
+        console.print(f"  result: {result.get('output') or result.get('partial_output')}")
+    if result.get("sha256"):
+        console.print(f"  sha256: {result['sha256']}")
+
+
+def render_runs(console: Console, rows: list[dict[str, Any]]) -> None:
+    table = Table("run", "status", "profile", "updated", "goal", "waiting for / stopped by", "worker")
+    for row in rows:
+        table.add_row(row["thread_id"], row["status"], row.get("profile") or "", str(row.get("updated_at", ""))[:19], (row.get("goal") or "")[:60],
+                      (row.get("detail") or "")[:80], row.get("worker") or "")
+    console.print(table)
+
+
+def render_trace(console: Console, events: list[dict[str, Any]]) -> None:
+    table = Table("at", "node", "ms", "detail", title="phase history")
+    for event in events:
+        data = event.get("data") or {}
+        detail = data.get("ending", {}).get("code", "") or ", ".join(
+            [f"{call['tool']}:{call['decision']}" for call in data.get("decisions", [])] + [f"{call['name']}:{call['status']}" for call in data.get("tool_calls", [])])
+        if event.get("kind") == "model_retry":
+            detail = f"model retry {data.get('retry')} ({data.get('role')}): {data.get('error')}"
+        table.add_row(str(event.get("at", ""))[11:23], event.get("node") or event.get("kind", ""), f"{data.get('elapsed_ms', '')}", detail)
+    console.print(table)
+
+
+def render_pending(console: Console, rows: list[dict[str, Any]]) -> None:
+    table = Table("run", "call", "tool", "asked by", "since", "expires", "arguments")
+    for row in rows:
+        payload = row.get("payload") or {}
+        table.add_row(row["thread_id"], row["call_id"], row["tool"], payload.get("rule") or "", str(row["created_at"])[:19],
+                      str(row.get("expires_at") or "—")[:19], str(payload.get("args"))[:60])
+    console.print(table)
+    if rows:
+        console.print("decide with: boundloop approve RUN CALL  |  boundloop reject RUN CALL --message TEXT")

@@ -1,0 +1,246 @@
+"""budget: the budget vector, what a run has used of it, and every check against it.
+
+All budget arithmetic lives here. Limits (`Budget`) and usage (`Usage`) share field names so a
+check reads `usage.x >= budget.x`. Checks are named for the moment they run and always run
+*before* the spend they guard; usage is settled afterwards from what was actually spent.
+Usage travels through graph state as a plain dict of deltas summed by `add_usage`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+from boundloop.graph.core.status import Terminal
+
+
+class Budget(BaseModel):
+    """Hard limits for one run. `None` means no limit on that dimension."""
+
+    model_config = ConfigDict(use_attribute_docstrings=True, extra="forbid")
+
+    model_turns: int | None = 30
+    """Model calls of every role (planner, actor, judge, critic) together."""
+    tool_calls: int | None = 40
+    """Tool calls dispatched, all servers together."""
+    tool_calls_per_tool: int | None = None
+    """Tool calls dispatched to any single tool."""
+    tool_calls_per_server: int | None = None
+    """Tool calls dispatched to any single MCP server."""
+    side_effects: int | None = None
+    """Calls to tools that are not read-only."""
+    input_tokens: int | None = 200_000
+    """Prompt tokens, from the model's usage metadata (estimated when the provider sends none)."""
+    output_tokens: int | None = 30_000
+    """Completion tokens, from the model's usage metadata (estimated when the provider sends none)."""
+    cost_usd: float | None = None
+    """Spend ceiling in US dollars, from the price table. A model without a price stops the run."""
+    wall_clock_s: float | None = 300.0
+    """Seconds of active run time (time spent waiting for a human is not counted)."""
+    repairs: int | None = 2
+    """Repair passes after a failed verification or critique (seed 001 reflection budget)."""
+    replans: int | None = 2
+    """Re-plans after the first plan: for a plan that failed validation, or a step whose calls kept
+    failing (graph/quality/replan.py; each replaces only the affected steps)."""
+    tool_result_chars: int | None = 200_000
+    """Characters of tool output shown to the model, all calls together."""
+    retries: int | None = 3
+    """Automatic retries of failed safe (read-only or idempotent) tool calls and of failed model
+    requests, all calls together."""
+    parallel_calls: int = 4
+    """Read-only calls dispatched at once."""
+    escalations: int | None = 5
+    """Times a run may stop to ask a human (a question, a budget extension, a review)."""
+    memory_writes: int | None = 5
+    """Persistent memories the write gate may promote after the run commits (graph/context/memory.py)."""
+    context_tokens: int | None = None
+    """Tokens one model request may carry, measured before it is sent (graph/context/size.py). The
+    context pressure gate compacts the actor's context at `context_threshold` of the smaller of this
+    and the model's context window, and halts the run when compaction cannot bring it under."""
+
+
+USAGE_COUNTERS = (
+    "model_turns",
+    "tool_calls",
+    "side_effects",
+    "input_tokens",
+    "output_tokens",
+    "cost_usd",
+    "wall_clock_s",
+    "repairs",
+    "replans",
+    "tool_result_chars",
+    "retries",
+    "unpriced_model_calls",
+    "unpriced_tool_calls",
+    "escalations",
+    "estimated_usage_calls",
+    "memory_writes",
+    "context_tokens_total",
+    "compactions",
+)
+USAGE_PEAKS = ("context_tokens",)
+"""Dimensions measured per call: the total keeps the largest, not the sum."""
+USAGE_MAPS = ("per_tool", "per_server", "calls_by_role")
+
+
+def empty_usage() -> dict[str, Any]:
+    usage: dict[str, Any] = {name: 0 for name in USAGE_COUNTERS}
+    usage.update({name: {} for name in USAGE_MAPS})
+    usage.update({name: 0 for name in USAGE_PEAKS})
+    return usage
+
+
+def add_usage(current: dict[str, Any] | None, delta: dict[str, Any] | None) -> dict[str, Any]:
+    """Reducer: sum a usage delta into the running total (parallel tasks each send a delta)."""
+    return summed_usage(current, [delta])
+
+
+def summed_usage(current: dict[str, Any] | None, deltas: list[dict[str, Any] | None]) -> dict[str, Any]:
+    """`add_usage` of each delta in turn, into one new total (a resume replays thousands)."""
+    total = empty_usage()
+    _add_into(total, current)
+    for delta in deltas:
+        _add_into(total, delta)
+        total["cost_usd"] = round(total["cost_usd"], 10)
+        total["wall_clock_s"] = round(total["wall_clock_s"], 6)
+    return total
+
+
+def _add_into(total: dict[str, Any], source: dict[str, Any] | None) -> None:
+    for key, value in (source or {}).items():
+        if key in USAGE_MAPS:
+            merged = total[key]
+            for name, count in value.items():
+                merged[name] = merged.get(name, 0) + count
+        elif key in USAGE_PEAKS:
+            total[key] = max(total.get(key, 0), value)
+        else:
+            total[key] = total.get(key, 0) + value
+
+
+def sparse(usage: dict[str, Any]) -> dict[str, Any]:
+    """A usage delta without its zero counters and empty maps: what a node writes (`add_usage`
+    fills the rest back in), so a step's checkpoint write carries only what it spent."""
+    return {key: value for key, value in usage.items() if value}
+
+
+@dataclass(frozen=True)
+class Exhaustion:
+    """A budget dimension that stops the run, with the message a person reads."""
+
+    dimension: str
+    used: float
+    limit: float
+    code: Terminal
+
+    @property
+    def message(self) -> str:
+        return f"budget.{self.dimension} exhausted: {_fmt(self.used)} of {_fmt(self.limit)} used."
+
+    @property
+    def next_safe_action(self) -> str:
+        if self.dimension == "cost_usd" and self.limit == 0 and self.used == 0:
+            return "Add a price for the model (--price MODEL=IN,OUT per million tokens) or drop the cost budget."
+        return (
+            f"Keep the partial result, or run again with a larger budget "
+            f"(--budget {self.dimension}={_suggest(self.dimension, self.limit)})."
+        )
+
+
+def _fmt(value: float) -> str:
+    return f"{value:g}" if isinstance(value, float) else str(value)
+
+
+def _suggest(dimension: str, limit: float) -> str:
+    bigger = limit * 1.5 if limit else 1
+    return _fmt(round(bigger, 2)) if dimension in {"cost_usd", "wall_clock_s"} else str(int(bigger) + 1)
+
+
+def _over(usage: dict[str, Any], budget: Budget, dimension: str) -> Exhaustion | None:
+    limit = getattr(budget, dimension)
+    used = usage.get(dimension, 0)
+    if limit is not None and used >= limit:
+        code = Terminal.TIMEOUT if dimension == "wall_clock_s" else Terminal.BUDGET_EXHAUSTED
+        return Exhaustion(dimension, used, limit, code)
+    return None
+
+
+def check_before_model_call(usage: dict[str, Any], budget: Budget) -> Exhaustion | None:
+    """Would one more model call break a limit? Runs before every planner/actor/judge/critic call."""
+    if budget.cost_usd is not None and usage.get("unpriced_model_calls", 0) + usage.get("unpriced_tool_calls", 0) > 0:
+        return Exhaustion("cost_usd", usage.get("cost_usd", 0), budget.cost_usd, Terminal.BUDGET_EXHAUSTED)
+    for dimension in ("wall_clock_s", "model_turns", "input_tokens", "output_tokens", "cost_usd"):
+        if exhaustion := _over(usage, budget, dimension):
+            return exhaustion
+    return None
+
+
+def check_before_step(usage: dict[str, Any], budget: Budget) -> Exhaustion | None:
+    """The guard every edge passes: only the dimensions that make any further work pointless."""
+    return _over(usage, budget, "wall_clock_s")
+
+
+def check_before_tool_call(
+    usage: dict[str, Any], budget: Budget, *, tool: str, server: str, has_side_effect: bool
+) -> Exhaustion | None:
+    """Would dispatching this call break a limit? `usage` already includes calls reserved this turn."""
+    per_tool = usage.get("per_tool", {}).get(tool, 0)
+    per_server = usage.get("per_server", {}).get(server, 0)
+    candidates: list[tuple[str, float, int | None]] = [
+        ("tool_calls", usage.get("tool_calls", 0), budget.tool_calls),
+        ("tool_calls_per_tool", per_tool, budget.tool_calls_per_tool),
+        ("tool_calls_per_server", per_server, budget.tool_calls_per_server),
+        ("tool_result_chars", usage.get("tool_result_chars", 0), budget.tool_result_chars),
+    ]
+    if has_side_effect:
+        candidates.append(("side_effects", usage.get("side_effects", 0), budget.side_effects))
+    for dimension, used, limit in candidates:
+        if limit is not None and used >= limit:
+            return Exhaustion(dimension, used, limit, Terminal.BUDGET_EXHAUSTED)
+    return None
+
+
+def tool_call_reservation(*, tool: str, server: str, has_side_effect: bool) -> dict[str, Any]:
+    """The usage delta one dispatched call reserves (settled later with the result's size)."""
+    return {
+        "tool_calls": 1,
+        "side_effects": 1 if has_side_effect else 0,
+        "per_tool": {tool: 1},
+        "per_server": {server: 1},
+    }
+
+
+def model_call_usage(
+    *, role: str, input_tokens: int, output_tokens: int, cost_usd: float | None
+) -> dict[str, Any]:
+    """The usage delta of one model call; an unknown price is counted, never taken as zero."""
+    return {
+        "model_turns": 1,
+        "input_tokens": input_tokens,
+        "output_tokens": output_tokens,
+        "cost_usd": cost_usd or 0.0,
+        "unpriced_model_calls": 0 if cost_usd is not None else 1,
+        "calls_by_role": {role: 1},
+    }
+
+
+def remaining(usage: dict[str, Any], budget: Budget) -> dict[str, float | None]:
+    """Per dimension, what is left (None: unlimited)."""
+    left: dict[str, float | None] = {}
+    for dimension in Budget.model_fields:
+        limit = getattr(budget, dimension)
+        if dimension in ("parallel_calls", "escalations"):
+            continue
+        left[dimension] = None if limit is None else max(limit - usage.get(dimension, 0), 0)
+    return left
+
+
+def used_of(usage: dict[str, Any], dimension: str) -> float:
+    """Usage of a budget dimension; per-tool and per-server limits report the busiest one."""
+    maps = {"tool_calls_per_tool": "per_tool", "tool_calls_per_server": "per_server"}
+    if dimension in maps:
+        return max(usage.get(maps[dimension], {}).values(), default=0)
+    return usage.get(dimension, 0)

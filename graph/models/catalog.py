@@ -1,0 +1,297 @@
+"""models: which chat model a run uses, what a call costs, and the one way nodes call a model.
+
+`call_model` is the only place a node talks to a model: it passes the role and the role's call
+index (from checkpointed usage) as metadata — which is what makes the scripted model replay
+deterministically across crash and resume — runs the request under the timeout, deadline, retry
+policy and circuit breaker of graph/models/calls.py, and returns the reply with the state update
+it costs (usage, breakers). A call that cannot be made raises `NoReply` carrying the
+ending (UNAVAILABLE_DEP or TIMEOUT) and what the attempts spent; nodes return that as their update.
+
+A provider that reports no usage is counted by estimate: one token per `CHARS_PER_TOKEN`
+characters of the request (messages and tool schemas) and of the reply, rounded up — more tokens
+than English text usually has (about 4 characters each), so an estimate trips a budget early
+rather than late. Such calls are counted in `usage.estimated_usage_calls`.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from functools import lru_cache
+from typing import Any, Sequence
+
+from langchain_core.language_models.chat_models import BaseChatModel
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
+
+from boundloop.checkpoints import store
+from boundloop.graph.context import size as context
+from boundloop.graph.models import calls as model_calls
+from boundloop.graph.core.budget import (
+    Budget,
+    Exhaustion,
+    add_usage,
+    check_before_model_call,
+    model_call_usage,
+)
+from boundloop.graph.core.errors import ModelNotConfigured
+from boundloop.graph.core.replies import Reply, parse_reply
+from boundloop.graph.models.scripted import INDEX_KEY, ROLE_KEY, ScriptedChatModel, load_script
+from boundloop.graph.services import Services, current_run_id
+from boundloop.graph.core.status import Terminal, ending
+from boundloop.graph.task import RunSettings
+from boundloop.tools import breakers
+
+CHARS_PER_TOKEN = context.CHARS_PER_TOKEN
+
+# USD per million tokens (input, output). Override or extend per run with RunSettings.prices.
+PRICES: dict[str, tuple[float, float]] = {
+    "gpt-4o-mini": (0.15, 0.60),
+    "gpt-4o": (2.50, 10.00),
+    "gpt-4.1-mini": (0.40, 1.60),
+    "gpt-4.1": (2.00, 8.00),
+    "gpt-4.1-nano": (0.10, 0.40),
+}
+
+TOOL_CALL_PRICES: dict[str, float] = {
+    "web_search_call": 0.010,
+    "file_search_call": 0.0025,
+    "code_interpreter_call": 0.030,
+    "mcp_call": 0.0,
+}
+"""USD per provider-hosted tool call, by output item type (OpenAI's list prices: web search $10 and
+file search $2.50 per 1 000 calls; the code interpreter bills $0.03 per container, charged here per
+call — an upper bound; connector calls bill only their tokens). Override or extend per run with
+RunSettings.tool_prices; a call of a type priced nowhere is unpriced, never free."""
+
+CONTEXT_WINDOWS: dict[str, int] = {
+    "gpt-4o-mini": 128_000,
+    "gpt-4o": 128_000,
+    "gpt-4.1-mini": 1_047_576,
+    "gpt-4.1": 1_047_576,
+    "gpt-4.1-nano": 1_047_576,
+}
+"""Tokens one request may carry, per model (beside PRICES). Override or extend per run with
+RunSettings.context_windows; the `context_tokens` budget can set a smaller ceiling (graph/context/compaction.py)."""
+PHASE_OF = {"planner": "plan", "actor": "act", "judge": "verify", "critic": "critique", "sampler": "act", "goal_check": "act"}
+"""The phase node that calls each role: where a run stopped by the model's provider resumes."""
+REASK = (
+    "Your reply could not be used: {problem}. Reply again with only the JSON object the "
+    "instructions ask for, nothing before or after it."
+)
+MAX_ASKS = 3
+"""Times a role is asked for a reply of the expected shape before it counts as failing."""
+
+NO_MODEL = (
+    "No API key for model {model!r}: set OPENAI_API_KEY (and OPENAI_BASE_URL for another "
+    "OpenAI-compatible endpoint), or run offline with --model scripted --script FILE "
+    "(`boundloop demo` runs the shipped script)."
+)
+
+
+def model_for(settings: dict[str, Any]) -> BaseChatModel:
+    """The chat model the settings name. Cached per process: building one is not free."""
+    return _build(settings.get("model") or "scripted", settings.get("script"), settings.get("base_url"), api_of(settings))
+
+
+def api_of(settings: dict[str, Any]) -> str:
+    """The OpenAI API the run's model is called through: `chat_completions` unless the settings say `responses`."""
+    return (settings.get("model_apis") or {}).get(settings.get("model") or "scripted", "chat_completions")
+
+
+@lru_cache(maxsize=16)
+def _build(model: str, script: str | None, base_url: str | None, api: str = "chat_completions") -> BaseChatModel:
+    if model == "scripted":
+        if not script:
+            raise ModelNotConfigured("model 'scripted' needs a script: pass --script FILE (see README, Scripted model)")
+        return ScriptedChatModel(script=load_script(script))
+    api_key = os.environ.get("OPENAI_API_KEY")
+    if not api_key:
+        raise ModelNotConfigured(NO_MODEL.format(model=model))
+    from langchain_openai import ChatOpenAI
+
+    return ChatOpenAI(
+        model=model,
+        api_key=api_key,
+        base_url=base_url or os.environ.get("OPENAI_BASE_URL"),
+        temperature=0,
+        max_retries=0,  # retries are ours: budgeted, traced, behind the model's circuit (graph/models/calls.py)
+        stream_usage=True,
+        # Responses: typed output items (reasoning, hosted tool calls) stay in the reply's content;
+        # the whole conversation is sent each turn from our checkpoint, never a previous_response_id.
+        **({"use_responses_api": True} if api == "responses" else {}),
+    )
+
+
+def tool_call_price_of(settings: dict[str, Any], item_type: str) -> float | None:
+    """USD per call of a hosted tool's output item type; None when nobody knows."""
+    extra = settings.get("tool_prices") or {}
+    return extra[item_type] if item_type in extra else TOOL_CALL_PRICES.get(item_type)
+
+
+def model_id(settings: dict[str, Any]) -> str:
+    model = model_for(settings)
+    return model.model_id if isinstance(model, ScriptedChatModel) else str(settings.get("model"))
+
+
+def price_of(settings: dict[str, Any], name: str) -> tuple[float, float] | None:
+    """USD per million (input, output) tokens for model `name`; None when nobody knows.
+
+    The run's own prices come first; a scripted model costs nothing unless a price is given.
+    """
+    extra = {key: tuple(value) for key, value in (settings.get("prices") or {}).items()}
+    if name in extra:
+        return extra[name]
+    return (0.0, 0.0) if settings.get("model") == "scripted" else PRICES.get(name)
+
+
+class NoReply(Exception):
+    """No usable reply: `update` (the ending, and what the calls spent) is the node's update."""
+
+    def __init__(self, update: dict[str, Any]) -> None:
+        super().__init__(update["ending"]["reason"])
+        self.update = update
+
+
+async def call_model(
+    state: dict[str, Any],
+    services: Services,
+    role: str,
+    messages: Sequence[BaseMessage],
+    *,
+    tools: list[dict[str, Any]] | None = None,
+    spent: dict[str, Any] | None = None,
+    options: dict[str, Any] | None = None,
+    measure: tuple[int, str] | None = None,
+) -> tuple[AIMessage, dict[str, Any]]:
+    """Call the run's model as `role`; return the reply and the update to add to state: the usage
+    delta and, when the model's circuit changed, the breaker state. `spent` is what earlier calls
+    of the same node cost (its usage counts for the call index and the retry budget). `options` are
+    request parameters sent with the tools (e.g. `max_tool_calls` for hosted tools). `measure` is
+    the request's `context.measure` when the caller took it already (a long conversation is
+    measured once per turn)."""
+    settings = state["settings"]
+    model = model_for(settings)
+    runnable = model.bind_tools(tools, **(options or {})) if tools else model
+    spent = spent or {}
+    usage = add_usage(state.get("usage"), spent.get("usage"))
+    index = usage["calls_by_role"].get(role, 0)
+    config = {"metadata": {ROLE_KEY: role, INDEX_KEY: index}}
+    name = model_id(settings)
+    tokens, method = measure or context.measure(name, messages, tools)
+    measured = context.record(spent.get("context") or state.get("context"), role, tokens, method, context_window_of(settings, name))
+    retries = Budget.model_validate(state["budget"]).retries
+    try:
+        reply, attempts = await model_calls.invoke(
+            lambda: runnable.ainvoke(list(messages), config=config),
+            circuit=f"model:{model_id(settings)}",
+            breaker_state=breakers.merge(state.get("breakers"), spent.get("breakers")),
+            retries_left=None if retries is None else max(retries - usage.get("retries", 0), 0),
+            timeout_s=settings.get("model_timeout_s") or RunSettings.model_fields["model_timeout_s"].default,
+            on_retry=_trace_retry(services, role),
+        )
+    except model_calls.ModelCallFailed as failed:
+        update = _attempts_update(failed.attempts, state)
+        update["usage"] = add_usage(spent.get("usage"), update["usage"])
+        raise NoReply({**spent, **update, "ending": _ending(state, role, failed)}) from None
+    update = _attempts_update(attempts, state)
+    update["usage"] = add_usage(add_usage(update.get("usage"), _reply_usage(settings, role, messages, tools, reply)), context.usage_delta(tokens))
+    update["context"] = measured
+    return reply, update
+
+
+async def ask_for(
+    state: dict[str, Any], services: Services, role: str, messages: Sequence[BaseMessage], kind: type[Reply]
+) -> tuple[Reply | None, str | None, dict[str, Any]]:
+    """Ask `role` for a JSON reply of `kind`; a malformed reply is shown its problem and asked again,
+    up to MAX_ASKS calls in all, each charged like any call. Returns (reply or None, the last
+    problem, the update the calls cost). Raises `NoReply` when the budget stops the asking."""
+    spent: dict[str, Any] = {}
+    request = list(messages)
+    problem = None
+    for _ in range(MAX_ASKS):
+        if spent and (exhaustion := _exhausted(state, spent)) is not None:
+            stop = ending(exhaustion.code, exhaustion.message, exhaustion.next_safe_action, dimension=exhaustion.dimension)
+            raise NoReply({**spent, "ending": stop})
+        reply, update = await call_model(state, services, role, request, spent=spent)
+        spent = {**spent, **update, "usage": add_usage(spent.get("usage"), update["usage"])}
+        parsed, problem = parse_reply(str(reply.text), kind)  # Responses replies carry a list of typed items
+        if parsed is not None:
+            return parsed, None, spent
+        request = [*request, reply, HumanMessage(REASK.format(problem=problem))]
+    return None, problem, spent
+
+
+def _exhausted(state: dict[str, Any], spent: dict[str, Any]) -> Exhaustion | None:
+    return check_before_model_call(add_usage(state.get("usage"), spent.get("usage")), Budget.model_validate(state["budget"]))
+
+
+def _reply_usage(
+    settings: dict[str, Any], role: str, messages: Sequence[BaseMessage], tools: list[dict[str, Any]] | None, reply: AIMessage
+) -> dict[str, Any]:
+    """The usage delta of one reply: the provider's counts, or an estimate when it sent none."""
+    usage = reply.usage_metadata or {}
+    input_tokens, output_tokens = usage.get("input_tokens", 0), usage.get("output_tokens", 0)
+    estimated = input_tokens <= 0  # a real request always has prompt tokens: none reported means no usage
+    if estimated:
+        input_tokens, output_tokens = estimate_tokens(messages, tools, reply)
+    price = price_of(settings, model_id(settings))
+    cost = None if price is None else (input_tokens * price[0] + output_tokens * price[1]) / 1_000_000
+    delta = model_call_usage(role=role, input_tokens=input_tokens, output_tokens=output_tokens, cost_usd=cost)
+    return {**delta, "estimated_usage_calls": int(estimated)}
+
+
+def estimate_tokens(messages: Sequence[BaseMessage], tools: list[dict[str, Any]] | None, reply: AIMessage) -> tuple[int, int]:
+    """(input, output) tokens by the character heuristic of the module docstring."""
+    sent = sum(context.characters(message) for message in messages) + len(json.dumps(tools or []))
+    return math.ceil(sent / CHARS_PER_TOKEN), math.ceil(len(context.message_text(reply)) / CHARS_PER_TOKEN)
+
+
+def context_window_of(settings: dict[str, Any], name: str) -> int | None:
+    """Tokens model `name` accepts in one request; None when nobody knows (no gate then)."""
+    return (settings.get("context_windows") or {}).get(name) or CONTEXT_WINDOWS.get(name)
+
+
+def _attempts_update(attempts: model_calls.Attempts, state: dict[str, Any]) -> dict[str, Any]:
+    """What the attempts cost; the breaker entries that differ from the node's input state (so the
+    delta also carries what earlier calls of the same node changed, in `spent`)."""
+    update: dict[str, Any] = {"usage": {"retries": attempts.retries}}
+    if attempts.breakers is not None and (changed := breakers.changes(state.get("breakers") or {}, attempts.breakers)):
+        update["breakers"] = changed
+    return update
+
+
+def _ending(state: dict[str, Any], role: str, failed: model_calls.ModelCallFailed) -> dict[str, str]:
+    if isinstance(failed, model_calls.DeadlineReached):
+        limit = state["budget"]["wall_clock_s"]
+        exhaustion = Exhaustion("wall_clock_s", limit, limit, Terminal.TIMEOUT)
+        return ending(Terminal.TIMEOUT, f"{exhaustion.message} The {role} call was cut off: {failed.reason}.",
+                      exhaustion.next_safe_action, dimension="wall_clock_s")
+    where = state["settings"].get("base_url") or os.environ.get("OPENAI_BASE_URL") or "the provider"
+    return ending(
+        Terminal.UNAVAILABLE_DEP,
+        f"the model {model_id(state['settings'])!r} is unavailable to the {role}: {failed.reason}.",
+        f"Check the model provider ({where}), its API key and model name; then continue the run with "
+        f"`boundloop resume {current_run_id()}`.",
+        dependency="model", resume_to=PHASE_OF[role],
+    )
+
+
+def _trace_retry(services: Services, role: str) -> model_calls.OnRetry:
+    async def record(retry: int, reason: str, delay_s: float) -> None:
+        await store.append_trace(await services.pool(), current_run_id(), "model_retry", node=PHASE_OF.get(role),
+                                 data={"role": role, "retry": retry, "error": reason, "backoff_s": round(delay_s, 3)})
+
+    return record
+
+
+def unusable_reply_ending(role: str, problem: str | None) -> dict[str, str]:
+    """How an unattended run ends when `role` never replied in the expected shape: a dependency
+    failure named for the role — nobody found the work wrong, so nothing is rolled back."""
+    return ending(
+        Terminal.UNAVAILABLE_DEP,
+        f"the {role} gave no usable reply in {MAX_ASKS} asks; the last one: {problem}.",
+        f"The work was not found wrong and is kept. Check the {role}'s model, then continue the run with "
+        f"`boundloop resume {current_run_id()}` (the {role} is asked again).",
+        dependency=role, resume_to=PHASE_OF[role],
+    )
