@@ -22,7 +22,8 @@ from typing import Any
 
 from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
 
-from boundloop.graph.context import compaction, size as context, memory, payloads as payload_tool
+from boundloop.graph.context import compaction, memory, payloads as payload_tool
+from boundloop.graph.models import size
 from boundloop.graph.quality import goal_check
 from boundloop.graph import guards, ladder, schedule
 from boundloop.graph.calls import hosted as hosted_tools
@@ -74,7 +75,7 @@ async def ask_actor(state: dict[str, Any], services: Services) -> dict[str, Any]
                       dependency="hosted_tools", resume_to="act")
         return {"ending": stop, "status": {"phase": "act"}}
     tools = [*tools, *offered]
-    measure = context.measure(model_id(state["settings"]), request, tools)  # once: the gate's and the call's
+    measure = size.measure(model_id(state["settings"]), request, tools)  # once: the gate's and the call's
     if measured := compaction.pressure(state, measure):  # the context pressure gate: compact first
         return {"context": measured, "status": {"phase": "act"}}
     checked = await goal_check.before_turn(state, services)  # every goal_check_every turns; may end the run here

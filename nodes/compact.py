@@ -17,7 +17,8 @@ from langchain_core.messages import RemoveMessage, ToolMessage, messages_to_dict
 from langgraph.graph.message import REMOVE_ALL_MESSAGES
 
 from boundloop.checkpoints import store
-from boundloop.graph.context import compaction, size as context
+from boundloop.graph.context import compaction
+from boundloop.graph.models import size
 from boundloop.graph.models.catalog import model_id
 from boundloop.graph.services import Services, current_run_id
 from boundloop.graph.core.status import Terminal, ending
@@ -42,7 +43,7 @@ async def compact(state: dict[str, Any], services: Services) -> dict[str, Any]:
     kept: list[list[Any]] = []
     feedback = list(previous.get("feedback") or [])
     candidate = _with(state, measured, feedback, turns, kept, run_id, count)
-    tokens, method = context.measure(name, *actor_request(candidate, specs))
+    tokens, method = size.measure(name, *actor_request(candidate, specs))
     if tokens > threshold - compaction.MARGIN or previous.get("again"):
         share = float(state["settings"].get("context_threshold") or 0.8)
         stop = ending(Terminal.BUDGET_EXHAUSTED, UNSAFE.format(tokens=tokens, threshold=threshold, share=share, limit=limit),
@@ -51,7 +52,7 @@ async def compact(state: dict[str, Any], services: Services) -> dict[str, Any]:
     low_water = tokens + (threshold - tokens) * compaction.LOW_WATER
     for turn in reversed(turns):  # keep the newest turns while the request stays under the low-water mark
         trial = _with(state, measured, feedback, turns, [turn, *kept], run_id, count)
-        trial_tokens, _ = context.measure(name, *actor_request(trial, specs))
+        trial_tokens, _ = size.measure(name, *actor_request(trial, specs))
         if trial_tokens > low_water:
             break
         kept, tokens = [turn, *kept], trial_tokens

@@ -42,7 +42,7 @@ the record alone and the threshold, so the next compaction is several turns away
 
 def pressure(state: dict[str, Any], measure: tuple[int, str]) -> dict[str, Any] | None:
     """The gate: the `context` value that sends the run to `compact` when the actor's request,
-    whose `context.measure` is `measure`, would pass the threshold; None when it may be sent."""
+    whose `size.measure` is `measure`, would pass the threshold; None when it may be sent."""
     tokens, method = measure
     limit = limit_of(state)
     threshold = threshold_of(state, limit)

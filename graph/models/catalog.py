@@ -25,7 +25,7 @@ from langchain_core.language_models.chat_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 
 from boundloop.checkpoints import store
-from boundloop.graph.context import size as context
+from boundloop.graph.models import size
 from boundloop.graph.models import calls as model_calls
 from boundloop.graph.core.budget import (
     Budget,
@@ -42,7 +42,7 @@ from boundloop.graph.core.status import Terminal, ending
 from boundloop.graph.task import RunSettings
 from boundloop.tools import breakers
 
-CHARS_PER_TOKEN = context.CHARS_PER_TOKEN
+CHARS_PER_TOKEN = size.CHARS_PER_TOKEN
 
 # USD per million tokens (input, output). Override or extend per run with RunSettings.prices.
 PRICES: dict[str, tuple[float, float]] = {
@@ -168,7 +168,7 @@ async def call_model(
     delta and, when the model's circuit changed, the breaker state. `spent` is what earlier calls
     of the same node cost (its usage counts for the call index and the retry budget). `options` are
     request parameters sent with the tools (e.g. `max_tool_calls` for hosted tools). `measure` is
-    the request's `context.measure` when the caller took it already (a long conversation is
+    the request's `size.measure` when the caller took it already (a long conversation is
     measured once per turn)."""
     settings = state["settings"]
     model = model_for(settings)
@@ -178,8 +178,8 @@ async def call_model(
     index = usage["calls_by_role"].get(role, 0)
     config = {"metadata": {ROLE_KEY: role, INDEX_KEY: index}}
     name = model_id(settings)
-    tokens, method = measure or context.measure(name, messages, tools)
-    measured = context.record(spent.get("context") or state.get("context"), role, tokens, method, context_window_of(settings, name))
+    tokens, method = measure or size.measure(name, messages, tools)
+    measured = size.record(spent.get("context") or state.get("context"), role, tokens, method, context_window_of(settings, name))
     retries = Budget.model_validate(state["budget"]).retries
     try:
         reply, attempts = await model_calls.invoke(
@@ -195,7 +195,7 @@ async def call_model(
         update["usage"] = add_usage(spent.get("usage"), update["usage"])
         raise NoReply({**spent, **update, "ending": _ending(state, role, failed)}) from None
     update = _attempts_update(attempts, state)
-    update["usage"] = add_usage(add_usage(update.get("usage"), _reply_usage(settings, role, messages, tools, reply)), context.usage_delta(tokens))
+    update["usage"] = add_usage(add_usage(update.get("usage"), _reply_usage(settings, role, messages, tools, reply)), size.usage_delta(tokens))
     update["context"] = measured
     return reply, update
 
@@ -243,8 +243,8 @@ def _reply_usage(
 
 def estimate_tokens(messages: Sequence[BaseMessage], tools: list[dict[str, Any]] | None, reply: AIMessage) -> tuple[int, int]:
     """(input, output) tokens by the character heuristic of the module docstring."""
-    sent = sum(context.characters(message) for message in messages) + len(json.dumps(tools or []))
-    return math.ceil(sent / CHARS_PER_TOKEN), math.ceil(len(context.message_text(reply)) / CHARS_PER_TOKEN)
+    sent = sum(size.characters(message) for message in messages) + len(json.dumps(tools or []))
+    return math.ceil(sent / CHARS_PER_TOKEN), math.ceil(len(size.message_text(reply)) / CHARS_PER_TOKEN)
 
 
 def context_window_of(settings: dict[str, Any], name: str) -> int | None:

@@ -33,7 +33,7 @@ from typing import Any
 from langchain_core.messages import HumanMessage, SystemMessage
 from pydantic import BaseModel, Field, StrictBool
 
-from boundloop.graph.context import size as context
+from boundloop.graph.models import size
 from boundloop.graph.core.budget import Budget, add_usage, check_before_model_call
 from boundloop.graph.quality.convergence import MIN_GAIN
 from boundloop.graph.core.errors import ScriptExhausted
@@ -135,7 +135,7 @@ async def _ask(state: dict[str, Any], services: Services, first: int, last: int)
     """(the update the question cost, what the model said: `outcome`, `detail`, `verdict`)."""
     request = [SystemMessage(GOAL_CHECK), HumanMessage(_brief(state, first, last))]
     budget = Budget.model_validate(state["budget"])
-    tokens, _ = context.measure(model_id(state["settings"]), request)
+    tokens, _ = size.measure(model_id(state["settings"]), request)
     # Asked only when the actor's call after it still fits: the check must not spend the turn it guards.
     if exhaustion := check_before_model_call(add_usage(state.get("usage"), {"model_turns": 1, "input_tokens": tokens}), budget):
         return {}, {"outcome": "skipped", "detail": f"not asked: the actor's call would not fit after it ({exhaustion.message})"}

@@ -12,7 +12,7 @@ import pytest
 from langchain_core.messages import AIMessage, ToolMessage
 
 from boundloop.checkpoints import store
-from boundloop.graph.context import size as context
+from boundloop.graph.models import size
 from boundloop.graph.models.catalog import model_for
 from boundloop.graph.core.status import Terminal
 from tests.graph.conftest import CRITIC_PASS, JUDGE_PASS, PLAN_ONE_STEP, step
@@ -134,14 +134,14 @@ async def _shown(report: Any, pool: Any, call_id: str) -> str:
 async def test_each_actor_request_is_measured_once_for_the_pressure_gate_and_the_call(run_script, long_notes, monkeypatch):
     """A long conversation costs a pass over every message to measure: the gate's measure is the call's."""
     measured_with_tools: list[int] = []
-    measure = context.measure
+    measure = size.measure
 
     def counting(model: str, messages: Any, tools: Any = None) -> tuple[int, str]:
         if tools:  # the actor's requests carry the tools; the planner's, judge's and critic's do not
             measured_with_tools.append(len(messages))
         return measure(model, messages, tools)
 
-    monkeypatch.setattr(context, "measure", counting)
+    monkeypatch.setattr(size, "measure", counting)
     report = await run_script(long_script(4), unattended=True)
     assert report.status == Terminal.SUCCESS, report.values.get("ending")
     assert report.values["usage"]["calls_by_role"]["actor"] == 5

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 
-from boundloop.graph.context import size as context
+from boundloop.graph.models import size
 from boundloop.graph import ladder, safety, tripwires
 from boundloop.graph.trace import progress
 from boundloop.graph.state import _fold_by_call_id
@@ -33,21 +33,21 @@ def whole_text_estimate(messages: list[BaseMessage], tools: list[dict[str, Any]]
     """The measure as it was defined before counts were kept: the whole request's text at once."""
     import json
 
-    text = "".join(context.message_text(message) for message in messages) + (json.dumps(tools) if tools else "")
-    return math.ceil(len(text) / context.CHARS_PER_TOKEN)
+    text = "".join(size.message_text(message) for message in messages) + (json.dumps(tools) if tools else "")
+    return math.ceil(len(text) / size.CHARS_PER_TOKEN)
 
 
 @pytest.fixture
 def texts_counted(monkeypatch: pytest.MonkeyPatch) -> list[BaseMessage]:
     """Every message whose wire text the measure computes (that is, tokenises)."""
     seen: list[BaseMessage] = []
-    original = context.message_text
+    original = size.message_text
 
     def counted(message: BaseMessage) -> str:
         seen.append(message)
         return original(message)
 
-    monkeypatch.setattr(context, "message_text", counted)
+    monkeypatch.setattr(size, "message_text", counted)
     return seen
 
 
@@ -59,7 +59,7 @@ def test_each_message_is_counted_once_however_long_the_history(texts_counted):
         history += turn(n)
         request = [SystemMessage("You are the actor."), HumanMessage(f"brief {n}"), *history]
         texts_counted.clear()
-        tokens, method = context.measure("scripted", request, tools)
+        tokens, method = size.measure("scripted", request, tools)
         counted_per_request.append(len(texts_counted))
         assert method == "estimate"
         texts_counted.clear()
@@ -69,26 +69,26 @@ def test_each_message_is_counted_once_however_long_the_history(texts_counted):
 
 def test_a_replaced_message_is_counted_afresh_and_a_gone_one_is_forgotten():
     gc.collect()
-    before = len(context._COUNTS)
+    before = len(size._COUNTS)
     first = AIMessage("short", id="m1")
-    assert context.measure("scripted", [first]) == (math.ceil(len("short") / 3), "estimate")
+    assert size.measure("scripted", [first]) == (math.ceil(len("short") / 3), "estimate")
     replaced = AIMessage("a much longer answer than before", id="m1")  # same id, new object (as add_messages replaces)
-    assert context.measure("scripted", [replaced])[0] == math.ceil(len(replaced.content) / 3)
-    assert len(context._COUNTS) == before + 2
+    assert size.measure("scripted", [replaced])[0] == math.ceil(len(replaced.content) / 3)
+    assert len(size._COUNTS) == before + 2
     del first, replaced
     gc.collect()
-    assert len(context._COUNTS) == before
+    assert len(size._COUNTS) == before
 
 
 def test_a_tokenizer_counts_each_message_once_with_its_framing(monkeypatch, texts_counted):
     words = lambda text: len(text.split())  # noqa: E731 - a stand-in tokenizer
-    monkeypatch.setattr(context, "counter_for", lambda model: (words, "words"))
+    monkeypatch.setattr(size, "counter_for", lambda model: (words, "words"))
     history = [*turn(0), HumanMessage("one two three")]
-    tokens, method = context.measure("gpt-x", history)
+    tokens, method = size.measure("gpt-x", history)
     assert method == "words"
-    assert tokens == sum(words(context.message_text(m)) for m in history) + context.TOKENS_PER_MESSAGE * len(history)
+    assert tokens == sum(words(size.message_text(m)) for m in history) + size.TOKENS_PER_MESSAGE * len(history)
     texts_counted.clear()
-    assert context.measure("gpt-x", history)[0] == tokens and texts_counted == []
+    assert size.measure("gpt-x", history)[0] == tokens and texts_counted == []
 
 
 class CountingObservation(dict):
@@ -175,7 +175,7 @@ async def test_a_long_run_tokenises_the_same_few_messages_per_request(run_script
     request's measure (what the budget meters) is its whole text."""
     requests: list[tuple[int, int, int, int]] = []  # (messages, texts computed, tokens, whole-text tokens)
     seen: list[BaseMessage] = []
-    original_text, original_measure = context.message_text, context.measure
+    original_text, original_measure = size.message_text, size.measure
 
     def counted(message: BaseMessage) -> str:
         seen.append(message)
@@ -188,8 +188,8 @@ async def test_a_long_run_tokenises_the_same_few_messages_per_request(run_script
         requests.append((len(messages), computed, tokens, whole_text_estimate(list(messages), tools)))
         return tokens, method
 
-    monkeypatch.setattr(context, "message_text", counted)
-    monkeypatch.setattr(context, "measure", measured)
+    monkeypatch.setattr(size, "message_text", counted)
+    monkeypatch.setattr(size, "measure", measured)
     await reading_run(run_script)
 
     actor_requests = [request for request in requests if request[0] > 2]  # the planner's and critic's are short
