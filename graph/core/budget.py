@@ -56,7 +56,7 @@ class Budget(BaseModel):
     memory_writes: int | None = 5
     """Persistent memories the write gate may promote after the run commits (graph/context/memory.py)."""
     context_tokens: int | None = None
-    """Tokens one model request may carry, measured before it is sent (graph/context/size.py). The
+    """Tokens one model request may carry, measured before it is sent (graph/models/size.py). The
     context pressure gate compacts the actor's context at `context_threshold` of the smaller of this
     and the model's context window, and halts the run when compaction cannot bring it under."""
 
