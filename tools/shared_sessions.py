@@ -22,19 +22,20 @@ import asyncio
 import hashlib
 from pathlib import Path
 
-from boundloop.tools.bridge import _close_connections, _Connection, _proc_stat
+from boundloop.tools.connection import Connection, close_connections
+from boundloop.tools.processes import proc_stat
 from boundloop.tools.config import ServerConfig
 from boundloop.tools.secrets import Redactor
 
 
 class SharedSessions:
-    """One live `_Connection` per identical shared server config, for the lifetime of a process."""
+    """One live `Connection` per identical shared server config, for the lifetime of a process."""
 
     def __init__(self) -> None:
-        self._sessions: dict[str, _Connection] = {}
+        self._sessions: dict[str, Connection] = {}
         self._locks: dict[str, asyncio.Lock] = {}
 
-    async def acquire(self, config: ServerConfig, *, log_dir: Path, startup_timeout_s: float, max_reconnects: int) -> _Connection:
+    async def acquire(self, config: ServerConfig, *, log_dir: Path, startup_timeout_s: float, max_reconnects: int) -> Connection:
         """The session of this config, started (or restarted, if it died) when needed.
 
         A server that does not start is returned with its `start_error`, like a bridge's own.
@@ -45,10 +46,10 @@ class SharedSessions:
             if session is not None and _alive(session):
                 return session
             if session is not None:  # it died (or never started): reap it, start a new one
-                await _close_connections([session], timeout_s=1.0)
+                await close_connections([session], timeout_s=1.0)
             log_path = log_dir / f"{config.name}.shared-{key}.stderr.log"
-            # _Connection reads the server's cwd (its root): off the event loop, as the bridge does
-            session = await asyncio.to_thread(_Connection, config, log_path, startup_timeout_s, Redactor.for_servers([config]), max_reconnects)
+            # Connection reads the server's cwd (its root): off the event loop, as the bridge does
+            session = await asyncio.to_thread(Connection, config, log_path, startup_timeout_s, Redactor.for_servers([config]), max_reconnects)
             session.detached = True
             session.launch()
             self._sessions[key] = session
@@ -62,13 +63,13 @@ class SharedSessions:
     async def aclose(self, timeout_s: float = 10.0) -> None:
         """Close every shared session and reap its processes (a later `acquire` starts afresh)."""
         sessions, self._sessions = list(self._sessions.values()), {}
-        await _close_connections(sessions, timeout_s=timeout_s)
+        await close_connections(sessions, timeout_s=timeout_s)
 
 
-def _alive(session: _Connection) -> bool:
+def _alive(session: Connection) -> bool:
     """Connected, and (stdio) its process still runs: a server killed a moment ago may not have
     closed its pipes yet, and the next run should not get its session."""
     if session.failure is not None or session.client is None:
         return False
-    stat = _proc_stat(session.pid) if session.pid is not None else ("R",)
+    stat = proc_stat(session.pid) if session.pid is not None else ("R",)
     return stat is not None and stat[0] not in ("Z", "X")
