@@ -20,7 +20,7 @@ from langchain_core.messages import HumanMessage, SystemMessage
 from pydantic import BaseModel, Field
 
 from boundloop.graph.quality import convergence, fault_trace
-from boundloop.graph.core.budget import Budget
+from boundloop.graph.core import escalations
 from boundloop.graph.quality.diagnosis import RootCause
 from boundloop.graph.models.catalog import NoReply, ask_for, unusable_reply_ending
 from boundloop.graph.models.prompts import CRITIC, evidence_brief, task_brief
@@ -88,7 +88,7 @@ async def critique(state: dict[str, Any], services: Services) -> dict[str, Any]:
         return {**update, "quality": _measured(quality, state)}
     found_wrong = not verification.get("passed", False) and not verification.get("undecided")
     quality["critique"] = {**UNSCORED, "disagree": not found_wrong, "unusable": f"critic {problem}"}
-    if not found_wrong and not can_ask_a_human(state):
+    if not found_wrong and not escalations.can_ask_a_human(state):
         return {**update, "quality": quality, "ending": unusable_reply_ending("critic", problem)}
     # Found wrong by the verifier: its failures drive the repair. Otherwise a human reviews it.
     return {**update, "quality": _measured(quality, state)}
@@ -102,12 +102,6 @@ def _measured(quality: dict[str, Any], state: dict[str, Any]) -> dict[str, Any]:
     """The iteration's quality score recorded, for convergence control (graph/quality/convergence.py)."""
     usage = state.get("usage", {})
     return convergence.record(quality, iteration=usage.get("repairs", 0), turn=usage.get("calls_by_role", {}).get("actor", 0))
-
-
-def can_ask_a_human(state: dict[str, Any]) -> bool:
-    """An attended run with an escalation left: a human can review what a model could not judge."""
-    limit = Budget.model_validate(state["budget"]).escalations
-    return not state["settings"].get("unattended") and (limit is None or state["usage"].get("escalations", 0) < limit)
 
 
 def score(reply: CriticReply, verified: bool) -> dict[str, Any]:

@@ -8,41 +8,21 @@ is computed from checkpointed state only, so a re-run of this node asks exactly 
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any
 
 from langchain_core.messages import HumanMessage
 from langgraph.types import interrupt
-from pydantic import BaseModel, ConfigDict
 
 from boundloop.checkpoints import approvals
 from boundloop.checkpoints.errors import ApprovalRefused
-from boundloop.graph.core.budget import Budget, check_before_model_call, check_before_step
+from boundloop.graph.core import escalations
+from boundloop.graph.core.budget import Budget
+from boundloop.graph.core.escalations import EscalationAnswer
 from boundloop.graph.services import Services, current_run_id
 from boundloop.graph.core.status import Terminal, ending
 
-Kind = Literal["plan_approval", "ask_user", "budget_extension", "review", "disagreement", "repair_review"]
-
-
-class EscalationAnswer(BaseModel):
-    """A human's answer to an escalation; which fields matter depends on the request's `type`."""
-
-    model_config = ConfigDict(use_attribute_docstrings=True, extra="forbid")
-
-    accept: bool | None = None
-    """review / plan_approval: true to accept, false to reject (say why in `message`)."""
-    answer: str | None = None
-    """ask_user: the missing information or the clarification; empty to stop the run."""
-    grant: dict[str, float | int | None] | None = None
-    """budget_extension: new limits, e.g. {"tool_calls": 60}; empty or absent to stop the run. A review of
-    exhausted repairs: new limits (e.g. {"repairs": 4}) to repair again, with `message` as guidance."""
-    message: str | None = None
-    """Why (a rejection or a stop); the planner or the record reads it."""
-    approver: str | None = None
-    """Who answered; recorded."""
-
-
 async def escalate(state: dict[str, Any], services: Services) -> dict[str, Any]:
-    kind, request = _request(state)
+    kind, request = escalations.request(state)
     run_id, pool = current_run_id(), await services.pool()
     number = state["usage"].get("escalations", 0)
     call_id = f"e{number}.{kind}"
@@ -51,54 +31,6 @@ async def escalate(state: dict[str, Any], services: Services) -> dict[str, Any]:
     await _record(pool, run_id, call_id, answer)
     update = APPLY[kind](state, request, answer)
     return {**update, "usage": {"escalations": 1}, "status": {"phase": "escalate", "resume_to": update.pop("resume_to", None)}}
-
-
-def _request(state: dict[str, Any]) -> tuple[Kind, dict[str, Any]]:
-    """What to ask, from the state alone."""
-    stopping = state.get("ending")
-    if stopping is None:
-        exhaustion = _exhaustion(state)
-        if exhaustion is None and state["status"].get("phase") == "critique":
-            return "disagreement", _disagreement(state["quality"])
-        if exhaustion is None:
-            return "plan_approval", {"type": "plan_approval", "steps": state["plan"]["steps"]}
-        stopping = ending(exhaustion.code, exhaustion.message, exhaustion.next_safe_action, dimension=exhaustion.dimension)
-    code = stopping["code"]
-    if stopping.get("escalation") == "repair_review":
-        return "repair_review", _repair_review(state["quality"], stopping)
-    if code in (Terminal.MISSING_INFO, Terminal.AMBIGUOUS_INTENT):
-        return "ask_user", {"type": "ask_user", "code": code, "question": stopping["reason"]}
-    if code == Terminal.REVIEW_REQUIRED:
-        result = state.get("result") or {}
-        return "review", {"type": "review", "reason": stopping["reason"], "output": result.get("output"), "confidence": result.get("confidence")}
-    dimension = stopping["dimension"]
-    budget = Budget.model_validate(state["budget"])
-    return "budget_extension", {"type": "budget_extension", "dimension": dimension, "limit": getattr(budget, dimension),
-                                "used": state["usage"].get(dimension, 0), "reason": stopping["reason"], "ending": stopping}
-
-
-def _disagreement(quality: dict[str, Any]) -> dict[str, Any]:
-    verification, critique = quality["verification"], quality["critique"]
-    verifier = "passed" if verification["passed"] else "failed: " + "; ".join(f"{f['criterion']}: {f['reason']}" for f in verification["failures"])
-    critic = "passed" if not critique["below_minimum"] else "failed: below the minimum on " + ", ".join(critique["below_minimum"])
-    if critique.get("unusable"):
-        critic = f"gave no usable reply ({critique['unusable']})"
-    return {"type": "review", "output": verification["output"], "confidence": critique["weighted"],
-            "reason": f"the verifier and the critic disagree: verifier {verifier}; critic {critic}"}
-
-
-def _repair_review(quality: dict[str, Any], stopping: dict[str, Any]) -> dict[str, Any]:
-    """Repairs ran out: show the best output with the last diagnosis; a human accepts it, grants more
-    repairs, or lets the ending stand."""
-    best = quality.get("best") or {}
-    last = (quality.get("repairs") or [{}])[-1]
-    return {"type": "review", "reason": stopping["reason"], "output": best.get("output", quality.get("verification", {}).get("output")),
-            "confidence": best.get("score"), "diagnosis": last.get("diagnosis", []), "ending": stopping}
-
-
-def _exhaustion(state: dict[str, Any]) -> Any:
-    budget = Budget.model_validate(state["budget"])
-    return check_before_model_call(state["usage"], budget) or check_before_step(state["usage"], budget)
 
 
 def _approve_plan(state: dict[str, Any], request: dict[str, Any], answer: EscalationAnswer) -> dict[str, Any]:

@@ -23,7 +23,7 @@ from boundloop.checkpoints.errors import ApprovalRefused
 from boundloop.graph.context import memory
 from boundloop.graph.core.budget import Budget
 from boundloop.graph.services import Services, current_run_id
-from boundloop.nodes.escalate import EscalationAnswer
+from boundloop.graph.core.escalations import EscalationAnswer
 
 APPROVAL_CALL_ID = "m.approval"
 

@@ -28,14 +28,14 @@ from pydantic import BaseModel, Field
 from boundloop.checkpoints.store import get_payload
 from boundloop.graph.quality import fault_trace
 from boundloop.graph.context import memory
+from boundloop.graph.core import escalations
 from boundloop.graph.core.budget import Budget, add_usage
 from boundloop.graph.quality.diagnosis import RootCause
 from boundloop.graph.models.catalog import MAX_ASKS, NoReply, ask_for, unusable_reply_ending
 from boundloop.graph.models.prompts import JUDGE, evidence_brief, task_brief
 from boundloop.graph.services import Services, current_run_id
-from boundloop.nodes.critique import can_ask_a_human
 from boundloop.graph.quality.test_results import add_tests, test_failures, test_report
-from boundloop.nodes.execute import run_call
+from boundloop.nodes.calls import run_call
 from boundloop.tools import gateway
 
 
@@ -79,7 +79,7 @@ async def verify(state: dict[str, Any], services: Services) -> dict[str, Any]:
         else:
             update.update({**spent, "usage": add_usage(update.get("usage"), spent["usage"])})
             judged = True
-            if verdict is None and not can_ask_a_human(state):
+            if verdict is None and not escalations.can_ask_a_human(state):
                 update["ending"] = unusable_reply_ending("judge", problem)
         if verdict is None:
             undecided = "judge"

@@ -29,6 +29,7 @@ from boundloop.checkpoints import store
 from boundloop.checkpoints.pending_trace import TaskKey
 from boundloop.graph.trace import langsmith as langsmith_trace
 from boundloop.graph.models import prompts
+from boundloop.graph.core import escalations
 from boundloop.graph.core.budget import add_usage
 from boundloop.graph.services import Services
 from boundloop.graph.core.status import Terminal
@@ -122,7 +123,7 @@ def node_events(services: Services, node: str, state: dict[str, Any], update: di
         event["budget_total"] = budget_vector(add_usage(state.get("usage"), update.get("usage")))
     if ending := update.get("ending"):
         event["ending"] = {key: str(value) for key, value in ending.items()}
-    if measured := update.get("context"):  # the context measure of the node's model call (graph/context/size.py)
+    if measured := update.get("context"):  # the context measure of the node's model call (graph/models/size.py)
         event["context"] = {key: measured[key] for key in ("role", "tokens", "growth", "method", "limit", "pressure", "compactions") if key in measured}
     if checked := update.get("goal_check"):  # the periodic goal check, passing or not (graph/quality/goal_check.py)
         event["goal_check"] = checked
@@ -231,9 +232,7 @@ def _escalation(node: str, state: dict[str, Any], update: dict[str, Any]) -> dic
         record = next(iter(update.get("approvals") or []), {})
         return {"type": "tool_approval", "call_id": record.get("call_id"), "decision": record.get("decision"), "approver": record.get("approver")}
     if node == "escalate":
-        from boundloop.nodes.escalate import _request  # the request is a function of the state alone
-
-        kind, request = _request(state)
+        kind, request = escalations.request(state)
         return {"type": kind, "request": request, "resume_to": (update.get("status") or {}).get("resume_to"),
                 "decision": "continue" if (update.get("status") or {}).get("resume_to") else "stop"}
     return None
