@@ -24,7 +24,7 @@ from boundloop.checkpoints.errors import ApprovalRefused
 from boundloop.graph.calls import hosted as hosted_tools
 from boundloop.graph.core.budget import add_usage
 from boundloop.graph.services import Services, current_run_id
-from boundloop.nodes.execute import record_outcome
+from boundloop.nodes.calls import record_outcome
 from boundloop.tools import arguments, breakers, gateway
 from boundloop.tools.outcome import CallOutcome
 

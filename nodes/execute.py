@@ -1,147 +1,22 @@
 """execute: run one admitted tool call (each call is its own LangGraph task, sent by the guards).
 
-Because every call is its own task, one call's failure or interrupt never re-runs a sibling.
-Reads run freely in parallel. Side-effecting calls go one at a time (the run's write lock) and
-through the write-ahead ledger, so a crash and resume never sends a completed call again.
-A server's question during the call stops the call and interrupts the run (graph/calls/elicitation.py).
-Right before dispatch the policy is asked again on what the call reaches now: a symlink or a
-rename made since the gate (by an earlier call, another process, or during a long approval)
-cannot carry the call into a denied resource. A call held for a later wave of its turn (it serves a
-step whose dependency an earlier wave served, graph/schedule.py) is checked once more: if that
-dependency is still not done, the call is refused unsent and its reserved budget handed back.
+This is the wrapper node every tool call of the act phase passes: `calls.run_call` re-asks the
+policy on what the call reaches now, reserves and settles the budget, writes the write-ahead ledger,
+dispatches, and records one result. Because every call is its own task, one call's failure or
+interrupt never re-runs a sibling. Reads run freely in parallel; side-effecting calls go one at a
+time (the run's write lock) and through the ledger, so a crash and resume never sends a completed
+call again. A server's question during the call stops the call and interrupts the run
+(graph/calls/elicitation.py).
 """
 
 from __future__ import annotations
 
-import asyncio
-import hashlib
-import time
 from typing import Any
 
-from langchain_core.messages import ToolMessage
-
-from boundloop.graph.core import deadline
-from boundloop.graph.calls import elicitation, scope as mcp_scope
-from boundloop.graph.core.budget import add_usage, tool_call_reservation
-from boundloop.graph.services import Services, current_run_id
-from boundloop.tools import client_features, dispatch, gateway, ledger, pinning
-from boundloop.tools.outcome import CallOutcome
-
-
-DENIED_AT_DISPATCH = "denied: {name} now reaches a resource it may not ({rule}: {reason}). The call was not made."
-OUT_OF_TIME = "not sent: the run's wall-clock budget ran out before this call's turn came."
-NO_RESPONSE = frozenset({"timeout", "server_unavailable", "cancelled", "unknown_after_crash"})
-"""Outcomes of a call that was sent but never answered: the ladder stops at `attempted`."""
+from boundloop.graph.services import Services
+from boundloop.nodes.calls import run_call
 
 
 async def execute(payload: dict[str, Any], services: Services) -> dict[str, Any]:
     """`payload` (guards.task_payload, from the state this step starts from): the call, the run's pinned tools and settings, and what the call may spend."""
     return await run_call(payload["call"], payload, services, phase="act")
-
-
-async def run_call(call: dict[str, Any], payload: dict[str, Any], services: Services, *, phase: str) -> dict[str, Any]:
-    """Dispatch one call and turn its outcome into exactly one tool message, one observation, usage.
-
-    The run's servers start here at the latest (a resumed run plans and acts without them), and the
-    call goes out only if its server still defines the tool as it was pinned at intake.
-    """
-    started = time.time()  # before the servers start: a lazy start is wall time the run spends
-    run_id = current_run_id()
-    settings = payload["settings"]
-    if unmet := payload.get("unmet"):
-        return await _refuse_unmet(call, unmet, settings, services, started)
-    if deadline.passed():  # e.g. an approval whose wait was charged: nothing is sent, nothing is unknown
-        return await record_outcome(call, CallOutcome("budget_exceeded", text=OUT_OF_TIME, detail=OUT_OF_TIME), settings, services, started=started, phase=phase)
-    bridge = await services.bridge(run_id, settings)
-    spec = gateway.relied_spec(await services.registry(run_id, settings, payload.get("tools")), call)
-    verdict = await asyncio.to_thread(gateway.permission, gateway.run_policy(settings, payload["profile"]), spec, call["args"])
-    if verdict.action == "deny":
-        text = DENIED_AT_DISPATCH.format(name=call["name"], rule=verdict.rule_id, reason=verdict.reason)
-        return await record_outcome(call, CallOutcome("denied", text=text, detail=text), settings, services, started=started, phase=phase)
-
-    vouches = phase == "verify"  # a check of the run's result rests on no standing listing (pinning.changed)
-    rechecked = pinning.RecheckedRetries(bridge, spec, vouches=vouches)  # send_once checks the first send; this, every retry and re-send
-
-    async def send(arguments: dict[str, Any]) -> CallOutcome:
-        return await dispatch.call_with_retry(
-            rechecked, spec, arguments,
-            timeout_s=settings.get("tool_timeout_s", 30.0),
-            max_attempts=1 + max(payload.get("retries_left", 0), 0),
-        )
-
-    scope = mcp_scope.for_call(call, payload, services)  # what the server may ask of the run meanwhile
-    key = ledger.idempotency_key(run_id, call.get("step_id"), call["call_id"], call["args_hash"]) if call.get("side_effect") else None
-
-    async def send_once() -> CallOutcome:
-        if refusal := await pinning.changed(bridge, spec, vouches=vouches):
-            return refusal
-        if key is None:
-            return await send(call["args"])
-        async with services.write_lock(run_id):
-            return await ledger.run_once(await services.pool(), key=key, run_id=run_id, call=call, spec=spec, step_id=call.get("step_id"),
-                                         send=send, answered=frozenset(scope.answers))
-
-    pool = await services.pool()
-    questions = elicitation.Questions(call, scope, pool, run_id, user=settings.get("user"),
-                                      repeats_blindly=key is not None and not ledger.safe_to_repeat(spec),
-                                      may_be_recorded=lambda: services.questions_may_be_recorded(run_id))
-    with client_features.calling(scope):
-        while True:  # until the server has no question left unanswered; each new one interrupts the run
-            await questions.answer_recorded()
-            outcome = await client_features.until_question(scope, send_once())
-            if outcome is not None:
-                break
-            if key is not None:
-                await ledger.stop_for_question(pool, key, scope.question["key"])
-            await questions.record(phase)
-            services.question_recorded(run_id)  # this call's next look, and every later call of the drive, asks
-    result = await record_outcome(call, outcome, settings, services, started=started, phase=phase)
-    return await mcp_scope.settle(scope, result, services, phase=phase)
-
-
-async def _refuse_unmet(call: dict[str, Any], text: str, settings: dict[str, Any], services: Services, started: float) -> dict[str, Any]:
-    """Refuse a held call whose dependency did not get done: nothing sent, the gate's reservation refunded."""
-    update = await record_outcome(call, CallOutcome("dependency_unmet", text=text, detail=text), settings, services, started=started, phase="act")
-    update["observations"][0]["stage"] = "intended"
-    reserved = tool_call_reservation(tool=call["name"], server=call.get("server", ""), has_side_effect=bool(call.get("side_effect")))
-    refund = {key: ({name: -count for name, count in value.items()} if isinstance(value, dict) else -value) for key, value in reserved.items()}
-    update["usage"] = add_usage(update["usage"], refund)
-    return update
-
-
-async def record_outcome(
-    call: dict[str, Any], outcome: CallOutcome, settings: dict[str, Any], services: Services, *, started: float, phase: str
-) -> dict[str, Any]:
-    """Bound the payload for the model, store the full payload when cut, and ground the observation."""
-    excerpt, truncated = dispatch.bound_text(outcome.text, settings.get("max_result_chars", 4_000))
-    pointer = None
-    if truncated:
-        from boundloop.checkpoints.store import put_payload
-
-        pointer = await put_payload(await services.pool(), current_run_id(), call["call_id"], outcome.text)
-    text = gateway.model_text(outcome, excerpt, truncated, call.get("warning"))
-    message = ToolMessage(text, tool_call_id=call["tool_call_id"], name=call["name"], status="success" if outcome.ok else "error")
-    observation = {
-        "call_id": call["call_id"],
-        "tool_call_id": call["tool_call_id"],
-        "tool": call["name"],
-        "server": call.get("server"),
-        "args_hash": call["args_hash"],
-        "side_effect": call.get("side_effect"),
-        "rule": call.get("rule"),
-        "phase": phase,
-        "stage": "attempted" if outcome.status in NO_RESPONSE else "observed",
-        "status": outcome.status,
-        "detail": outcome.detail,
-        "excerpt": excerpt[:1_000],
-        "truncated": truncated,
-        "pointer": pointer,
-        "sha256": hashlib.sha256(outcome.text.encode()).hexdigest(),
-        "chars": len(outcome.text),
-        "latency_ms": round(outcome.latency_ms, 3),
-        "attempts": outcome.attempts,
-        "started_at": started,
-        "ended_at": time.time(),
-    }
-    usage = {"tool_result_chars": len(excerpt), "retries": max(outcome.attempts - 1, 0)}
-    return {"messages": [message], "observations": [observation], "usage": usage}

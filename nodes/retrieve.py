@@ -15,7 +15,7 @@ from typing import Any
 from boundloop.graph.core.budget import Budget, add_usage
 from boundloop.graph.core.plan import evidence_to_fetch
 from boundloop.graph.services import Services, current_run_id
-from boundloop.nodes.execute import run_call
+from boundloop.nodes.calls import run_call
 from boundloop.tools import gateway
 
 

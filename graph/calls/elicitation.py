@@ -4,7 +4,7 @@ The same interrupt mechanism as every other escalation (nodes/escalate.py), so t
 survives a restart and is answered from anywhere a run is continued: the terminal, `boundloop
 approve RUN CALL --answer JSON` / `reject`, the console, or `Command(resume=...)` on the server API.
 
-How one call goes (nodes/execute.py): the call is sent; when the server asks something the run has
+How one call goes (nodes/calls.py): the call is sent; when the server asks something the run has
 no answer for (tools/client_features.py), the call is cancelled, the question recorded (the
 approvals table: `boundloop pending` lists it, under call id `<call>.q<n>`), and the run is
 interrupted with it. Resumed — in this process or a new one — the execute node runs again: it
