@@ -25,7 +25,7 @@ TESTS_PASS = {"name": "the tests pass", "kind": "test", "tool": "sandbox__run_te
 def _servers(root: Path) -> dict:
     """The workspace and the sandbox servers, both rooted in `root`."""
     return {"mcpServers": {
-        name: {"command": sys.executable, "args": ["-m", f"mcp_servers.{name}", "--root", str(root)], "trusted": True}
+        name: {"command": sys.executable, "args": ["-m", f"boundloop.mcp_servers.{name}", "--root", str(root)], "trusted": True}
         for name in ("workspace", "sandbox")
     }}
 

@@ -35,7 +35,7 @@ async def stdio(server: str, *args: str, command: list[str] | None = None) -> As
 
     `command` prefixes the Python command line (to start the server inside a wrapper that execs it).
     """
-    argv = [*(command or []), sys.executable, "-m", f"mcp_servers.{server}", *args]
+    argv = [*(command or []), sys.executable, "-m", f"boundloop.mcp_servers.{server}", *args]
     before = _children()
     params = StdioServerParameters(command=argv[0], args=argv[1:], cwd=REPO)
     async with Client(params, read_timeout_seconds=CALL_TIMEOUT_S) as client:
@@ -53,7 +53,7 @@ def http(server: str, *args: str) -> Iterator[str]:
     """
     port = _free_port()
     process = subprocess.Popen(
-        [sys.executable, "-m", f"mcp_servers.{server}", *args, "--http", "--port", str(port)],
+        [sys.executable, "-m", f"boundloop.mcp_servers.{server}", *args, "--http", "--port", str(port)],
         cwd=REPO,
         stdin=subprocess.DEVNULL,
         stderr=subprocess.PIPE,

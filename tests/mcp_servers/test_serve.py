@@ -34,7 +34,7 @@ def test_a_stdio_server_exits_with_status_0_when_stdin_closes_after_a_session(
     else:
         args = ["--root", str(tmp_path / "root")]
     process = subprocess.Popen(
-        [sys.executable, "-m", f"mcp_servers.{server}", *args],
+        [sys.executable, "-m", f"boundloop.mcp_servers.{server}", *args],
         cwd=REPO,
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
