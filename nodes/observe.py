@@ -122,10 +122,11 @@ async def _postcondition(
         return postconditions.NO_CHECK
     arguments, structured = sent
     verdict = postconditions.verify(spec, arguments, structured)
-    read = postconditions.read_back(spec, arguments, structured)
+    readers = {tool.name: tool for tool in registry.specs() if tool.server == spec.server}
+    read = postconditions.read_back(spec, arguments, structured, readers)
     if read is None or (reader := registry.get(qualified_name(spec.server, read.tool))) is None:
         return verdict
-    checked = f"{verdict.checked}, {read.what}"
+    checked = ", ".join(part for part in (verdict.checked, read.what) if part)
     bridge = await services.bridge(current_run_id(), settings)
     try:
         if refusal := await pinning.changed(bridge, reader, vouches=True):

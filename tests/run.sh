@@ -5,8 +5,8 @@
 #   1. .venv (python3 -m venv) with `pip install -e '.[dev]'` (redone when pyproject.toml changes);
 #   2. PostgreSQL server binaries (apt-get, as root, when none are found) — the suite starts its own
 #      throwaway cluster, or uses BOUNDLOOP_TEST_ADMIN_URL when set;
-#   3. the MCP test peer server-everything (npm) in tests/.peers/ — skipped with a message when npm
-#      is missing; the tests that need it skip then;
+#   3. the MCP test peers server-everything and server-filesystem (npm) in tests/.peers/ — skipped
+#      with a message when npm is missing; the tests that need them skip then;
 #   4. bubblewrap (apt-get, as root, when `bwrap` is missing) — the sandbox server runs every
 #      snippet in it and refuses to run any without it;
 #   5. pytest for the system's python3 (Debian's python3-pytest, as root, when missing) — the
@@ -17,8 +17,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-PEER_PACKAGE="@modelcontextprotocol/server-everything"
-PEER_VERSION="2026.8.31"
+PEERS=("@modelcontextprotocol/server-everything@2026.8.31" "@modelcontextprotocol/server-filesystem@2026.8.31")
 PEERS_DIR="tests/.peers"
 VENV_PYTHON=".venv/bin/python"
 DEPS_STAMP=".venv/.boundloop-deps"
@@ -85,16 +84,19 @@ PY
 }
 
 ensure_peer() {
-  local installed="$PEERS_DIR/node_modules/$PEER_PACKAGE/package.json"
-  if [[ -f $installed ]] && grep -q "\"version\": \"$PEER_VERSION\"" "$installed"; then return; fi
+  local peer name version missing=()
+  for peer in "${PEERS[@]}"; do
+    name="${peer%@*}" version="${peer##*@}"
+    if ! grep -qs "\"version\": \"$version\"" "$PEERS_DIR/node_modules/$name/package.json"; then missing+=("$peer"); fi
+  done
+  if [[ ${#missing[@]} -eq 0 ]]; then return; fi
   if ! command -v npm >/dev/null; then
-    say "npm not found: skipping $PEER_PACKAGE; the tests that need it will skip."
+    say "npm not found: skipping ${missing[*]}; the tests that need them will skip."
     return
   fi
-  say "npm install $PEER_PACKAGE@$PEER_VERSION into $PEERS_DIR"
+  say "npm install ${missing[*]} into $PEERS_DIR"
   mkdir -p "$PEERS_DIR"
-  npm install --prefix "$PEERS_DIR" --save-exact --no-audit --no-fund --loglevel=error \
-    "$PEER_PACKAGE@$PEER_VERSION" </dev/null >/dev/null
+  npm install --prefix "$PEERS_DIR" --save-exact --no-audit --no-fund --loglevel=error "${missing[@]}" </dev/null >/dev/null
 }
 
 ensure_bubblewrap() {

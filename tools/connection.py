@@ -198,6 +198,7 @@ class Connection:
             trusted=self.config.trusted,
             root=self.path_root,
             declared_paths=self.config.declared_paths(tool.name),
+            output_schema=dict(tool.output_schema or {}),
         )
 
     async def current_specs(self, timeout_s: float, *, standing: bool) -> list[ToolSpec] | None:

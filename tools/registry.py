@@ -74,6 +74,8 @@ class ToolSpec:
     """The directory on this host the server resolves relative paths against; None when unknown."""
     declared_paths: tuple[str, ...] | None = None
     """Arguments the servers file declares as paths for this tool; None when it declares none for the server."""
+    output_schema: dict[str, Any] = field(default_factory=dict)
+    """The JSON schema the server declares for the tool's structured result (empty when it declares none)."""
     claimed_hints: ToolHints = field(init=False)
     """What the server's annotations say, relied on or not (shown to people, never to decide)."""
 
