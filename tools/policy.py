@@ -74,6 +74,10 @@ REASON_OPEN_WORLD = "{tool} writes to the outside world (open-world annotation);
 REASON_WRITE = "{tool} changes state; writes need a human unless a rule allows them."
 REASON_UNTRUSTED = "{tool} comes from untrusted server {server!r}, whose annotations cannot relax a decision; a human decides."
 REASON_REACHES = "{reason} ({what})"
+NO_ROOT = (
+    "the server's root is unknown, so path {raw!r} cannot be checked against the path rules, which fail closed; "
+    "declare \"root\" (the absolute directory it serves) for this server in the servers file"
+)
 REASON_UNATTENDED = "{tool} needs a human decision ({rule_id}: {reason}) but the run is unattended, so it is denied. Use a read-only tool or finish without this step."
 
 
@@ -127,6 +131,8 @@ class Rule(BaseModel):
         hit = next((path for path in reached.paths if any(found.reaches(path, p) for p in patterns)), None)
         if hit is None:
             return None
+        if hit.real is None and reached.root is None:
+            return NO_ROOT.format(raw=hit.raw)
         if hit.real is None:
             return f"path {hit.raw!r} cannot be resolved on this host, so path rules fail closed"
         return f"{hit.raw!r} reaches {found.shown(hit, reached.root)}"

@@ -60,7 +60,7 @@ def servers(root: Path, clean: Path, db_url: str, only: set[str] | None = None) 
     """Our servers, trusted, as a servers file names them: the workspace and a sandbox on the root
     with the secrets, a sandbox on the clean root, the records store. `only`: a subset of them."""
     def ours(module: str, *args: str) -> dict[str, Any]:
-        return {"command": sys.executable, "args": ["-m", f"mcp_servers.{module}", *args], "trusted": True}
+        return {"command": sys.executable, "args": ["-m", f"boundloop.mcp_servers.{module}", *args], "trusted": True}
 
     every = {
         "workspace": ours("workspace", "--root", str(root)),
@@ -184,7 +184,7 @@ async def test_a_server_without_a_known_root_fails_closed_for_path_rules(tmp_pat
                 secret = await admit(live, "workspace__read_file", {"path": "link/key.txt"})
             assert (notes.verdict, secret.verdict) == (expected, "denied")
             if expected == "denied":
-                assert "cannot be resolved on this host, so path rules fail closed" in notes.message
+                assert 'fail closed; declare "root"' in notes.message
 
 
 async def test_path_arguments_of_another_server_are_what_the_servers_file_declares(tmp_path: Path) -> None:

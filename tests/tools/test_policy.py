@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from boundloop.tools.errors import PolicyError
-from boundloop.tools.policy import PROFILE_RULES, Decision, Policy, Rule, decide, load_policy
+from boundloop.tools.policy import NO_ROOT, PROFILE_RULES, Decision, Policy, Rule, decide, load_policy
 from boundloop.tools.registry import ToolHints, ToolSpec
 from boundloop.tools.resources import MARK, resolve
 
@@ -261,7 +261,8 @@ def test_path_rules_fail_closed_where_the_root_is_unknown(tmp_path: Path) -> Non
     assert _decide(Policy(rules=(deny(paths=("secrets/**",)),)), spec, {"path": "src/a.py"}).action == "deny"
     assert _decide(Policy(rules=(allow(paths=("**",)),)), spec, {"path": "src/a.py"}).action == "ask"
     reason = _decide(Policy(rules=(deny(paths=("secrets/**",), reason="no"),)), spec, {"path": "a"}).reason
-    assert reason == "no (path 'a' cannot be resolved on this host, so path rules fail closed)"
+    assert reason == "no (" + NO_ROOT.format(raw="a") + ")"
+    assert 'declare "root"' in reason
 
 
 def test_a_deny_on_a_tree_reaches_its_existing_parents_only(tmp_path: Path) -> None:
