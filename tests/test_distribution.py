@@ -9,6 +9,7 @@ current one.
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 import sysconfig
@@ -24,9 +25,14 @@ GENERIC = ("graph", "nodes", "tools", "checkpoints", "mcp_servers")
 
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = tmp_path_factory.mktemp("wheel")
+    out, source = tmp_path_factory.mktemp("wheel"), tmp_path_factory.mktemp("source") / "boundloop"
+    source.mkdir()
+    for name in ("pyproject.toml", "README.md"):  # a copy: the build leaves build/ and *.egg-info beside its source
+        shutil.copy(ROOT / name, source / name)
+    for folder in GENERIC:
+        shutil.copytree(ROOT / folder, source / folder, ignore=shutil.ignore_patterns("__pycache__"))
     built = subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--quiet", "--disable-pip-version-check", "-w", str(out), str(ROOT)],
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--quiet", "--disable-pip-version-check", "-w", str(out), str(source)],
         capture_output=True, text=True, timeout=600,
     )
     assert built.returncode == 0, built.stderr
