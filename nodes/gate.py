@@ -8,7 +8,11 @@ result message here (dependency_unmet, unknown_tool, invalid_arguments, denied, 
 circuit_open, repeated_call) — so do calls whose arguments were not even JSON (LangChain's
 `invalid_tool_calls`); calls that need a human go to approve. Admitted and asked calls alike are
 planned into dispatch waves: by their dependencies, then in the order the model proposed them,
-so an approved write never runs before an earlier admitted one. Never dispatches a call itself.
+so an approved write never runs before an earlier admitted one. Never dispatches a call itself:
+every admitted call then passes the wrapper at dispatch (nodes/calls.py, in the execute node), which
+asks the policy again on what the call reaches by then, reserves the budget and writes the ledger.
+The gate decides early so that refusals, approvals and waves are settled in the model's turn; the
+wrapper decides again because time passes between the two.
 """
 
 from __future__ import annotations
