@@ -12,11 +12,18 @@ process. Inputs are never mutated; `record` returns a new dict. Never dispatches
 State shape:
     {"calls":    {"<qualified tool>#<args hash>": <dispatched count>},
      "circuits": {"tool:<qualified tool>" | "server:<server>":
-                      {"failures": <consecutive>, "opened_at": <now when opened> | null}}}
+                      {"failures": <consecutive>, "opened_at": <now when opened> | null}},
+     "progress": {"epoch": <side effects that succeeded>},
+     "epochs":   {"<qualified tool>#<args hash>": <the epoch its count started in>}}
 
 Repeated calls are keyed by tool and a hash of the canonical JSON of the arguments (sorted
 keys), so `{"a":1,"b":2}` and `{"b":2,"a":1}` are one call. The 2nd identical call runs with a
-warning for the model; the 3rd (`block_at`) is refused as `repeated_call`.
+warning for the model; the 3rd (`block_at`) is refused as `repeated_call`. A side effect that
+succeeded is progress: the world a read sees may have changed, so a read's count starts again
+after it (reading a file back after writing it is not a loop). A side-effecting call's own count
+never starts again: the same write, over and over, is the loop the breaker is for. The epoch and
+a key's starting epoch are written only once a run has made progress, so a run that only reads
+keeps the two parts empty.
 
 Circuits: closed → open after `failure_threshold` consecutive failures → half-open once
 `cooldown_s` has passed (calls may probe) → closed on a success, open again (new cooldown) on a
@@ -33,7 +40,7 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass
-from typing import Any, Iterable, Literal, Mapping, Sequence
+from typing import Any, Callable, Iterable, Literal, Mapping, Sequence
 
 from boundloop.tools.outcome import REFUSED_BEFORE_DISPATCH
 from boundloop.tools.registry import ToolSpec
@@ -43,7 +50,7 @@ CircuitState = Literal["closed", "open", "half_open"]
 _TOOL_FAILURES = frozenset({"timeout", "server_unavailable", "tool_error"})
 _SERVER_FAILURES = frozenset({"timeout", "server_unavailable"})
 _NEUTRAL = REFUSED_BEFORE_DISPATCH | {"cancelled", "unknown_after_crash"}
-_PARTS = ("calls", "circuits")
+_PARTS = ("calls", "circuits", "progress", "epochs")
 
 # Model-facing texts.
 REPEAT_WARNING = (
@@ -106,7 +113,7 @@ def check(
             remaining_s = circuit["opened_at"] + settings.cooldown_s - now
             text = CIRCUIT_OPEN.format(what=what, failures=circuit["failures"], remaining_s=max(remaining_s, 1.0))
             return Refusal("circuit_open", text)
-    count = state.get("calls", {}).get(_call_key(spec, arguments), 0)
+    count = _count(lambda part, key: state.get(part, {}).get(key), _call_key(spec, arguments), spec)
     if count + 1 >= settings.block_at:
         return Refusal("repeated_call", REPEAT_REFUSED.format(tool=spec.qualified_name, count=count))
     if count >= 1:
@@ -138,7 +145,12 @@ def recorded(
         if status in _NEUTRAL:
             continue
         key = _call_key(spec, arguments)
-        delta["calls"][key] = (current("calls", key) or 0) + 1
+        delta["calls"][key] = _count(current, key, spec) + 1
+        epoch = _epoch(current)
+        if spec.hints.read_only and epoch and (current("epochs", key) or 0) != epoch:
+            delta["epochs"][key] = epoch
+        if status == "ok" and not spec.hints.read_only:
+            delta["progress"]["epoch"] = epoch + 1
         for circuit, failures in ((_tool_key(spec), _TOOL_FAILURES), (_server_key(spec), _SERVER_FAILURES)):
             delta["circuits"][circuit] = _advance(current("circuits", circuit), status in failures, now, settings)
     changed = {part: {key: value for key, value in entries.items() if state.get(part, {}).get(key) != value}
@@ -201,6 +213,21 @@ def _state_of(circuit: Mapping[str, Any], now: float, settings: BreakerSettings)
     if opened_at is None:
         return "closed"
     return "open" if now < opened_at + settings.cooldown_s else "half_open"
+
+
+Lookup = Callable[[str, str], Any]
+"""(part, key) → the entry, or None."""
+
+
+def _epoch(lookup: Lookup) -> int:
+    return lookup("progress", "epoch") or 0
+
+
+def _count(lookup: Lookup, key: str, spec: ToolSpec) -> int:
+    """Identical calls so far: for a read, only those made since the last side effect that succeeded."""
+    if spec.hints.read_only and (lookup("epochs", key) or 0) != _epoch(lookup):
+        return 0
+    return lookup("calls", key) or 0
 
 
 def _call_key(spec: ToolSpec, arguments: Mapping[str, Any]) -> str:

@@ -263,3 +263,17 @@ async def test_a_hung_tool_times_out_and_the_loop_continues(run_script, workspac
     ladder = [(obs["status"], obs["stage"]) for obs in report.values["observations"]]
     assert ladder == [("timeout", "attempted"), ("ok", "committed")]
     assert _tool_messages(report)[0].content.startswith("timeout:")
+
+
+async def test_a_read_repeated_after_a_write_that_succeeded_is_not_a_loop(run_script, workspace):
+    """Twice the same read, a write, then the same read again: the write may have changed what the
+    read sees, so the third read runs (the breaker counts reads since the last side effect)."""
+    write = {"name": "workspace__write_file", "args": {"path": "summary.md", "content": "- Ana: publish the notes\n"}}
+    report = await run_script({
+        "planner": [PLAN_ONE_STEP],
+        "actor": [step(calls=[READ_NOTES]), step(calls=[READ_NOTES]), step(calls=[write]), step(calls=[READ_NOTES]), step("Ana publishes the notes.")],
+        "judge": [JUDGE_PASS], "critic": [CRITIC_PASS],
+    })
+    reads = [obs["status"] for obs in report.values["observations"] if obs.get("tool") == "workspace__read_file"]
+    assert reads == ["ok", "ok", "ok"], report.values["observations"]
+    assert report.status == Terminal.SUCCESS

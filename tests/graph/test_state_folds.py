@@ -75,7 +75,7 @@ def test_breakers_fold_in_one_pass_as_merge_folds_each_write():
         {},
     ]
     reference = reduce(breakers.merge, writes, {})
-    assert reference == {"calls": {"t#1": 2, "t#2": 1}, "circuits": {"tool:t": {"failures": 1, "opened_at": None}}}
+    assert reference == {"calls": {"t#1": 2, "t#2": 1}, "circuits": {"tool:t": {"failures": 1, "opened_at": None}}, "progress": {}, "epochs": {}}
     for split in range(len(writes) + 1):
         assert breakers.merged(breakers.merged(None, writes[:split]), writes[split:]) == reference, split
 

@@ -16,12 +16,15 @@ from boundloop.tools.breakers import (
     check,
     circuit_state,
     merge,
+    merged,
     record,
     recorded,
 )
-from boundloop.tools.registry import ToolSpec
+from boundloop.tools.registry import ToolHints, ToolSpec
 
 SEARCH = ToolSpec(server="docs", name="search", description="", input_schema={})
+READ = ToolSpec(server="files", name="read", description="", input_schema={}, hints=ToolHints(read_only=True), trusted=True)
+WRITE = ToolSpec(server="files", name="write", description="", input_schema={}, hints=ToolHints(read_only=False), trusted=True)
 FETCH = ToolSpec(server="docs", name="fetch", description="", input_schema={})
 SETTINGS = BreakerSettings(block_at=3, failure_threshold=3, cooldown_s=30.0)
 
@@ -134,7 +137,7 @@ def test_merging_deltas_one_batch_at_a_time_equals_merging_them_all_at_once() ->
     one_by_one = merge(merge(merge({}, first), second), third)
     assert one_by_one == merge(merge({}, first), merge(second, third))
     assert one_by_one["circuits"]["tool:docs__search"] == {"failures": 0, "opened_at": None}
-    assert merge(None, None) == {"calls": {}, "circuits": {}}
+    assert merge(None, None) == {"calls": {}, "circuits": {}, "progress": {}, "epochs": {}}
 
 
 def test_recorded_writes_what_recording_each_call_changes_reading_only_the_entries_they_touch() -> None:
@@ -165,3 +168,44 @@ def test_recorded_does_not_read_the_calls_a_wave_did_not_make() -> None:
     calls = OnlyTouched({f"docs__search#{n:016x}": 1 for n in range(1000)})
     delta = recorded({"calls": calls, "circuits": {}}, [(FETCH, {"url": "x"}, "ok", 1.0)], SETTINGS)
     assert list(delta["calls"].values()) == [1] and set(delta["circuits"]) == {"tool:docs__fetch", "server:docs"}
+
+
+def test_a_side_effect_that_succeeded_starts_the_count_of_reads_again_but_never_of_itself() -> None:
+    """Reading a file again after writing it is not a loop; writing the same thing three times is."""
+    state = run(run({}, READ, "ok", 0.0, {"path": "a"}), READ, "ok", 1.0, {"path": "a"})
+    assert isinstance(check(state, READ, {"path": "a"}, 2.0, SETTINGS), Refusal)
+    state = run(state, WRITE, "ok", 2.0, {"path": "a", "content": "x"})
+    assert check(state, READ, {"path": "a"}, 3.0, SETTINGS) is None
+    state = run(state, READ, "ok", 3.0, {"path": "a"})
+    assert isinstance(check(state, READ, {"path": "a"}, 4.0, SETTINGS), RepeatWarning)
+    state = run(state, READ, "ok", 4.0, {"path": "a"})
+    assert isinstance(check(state, READ, {"path": "a"}, 5.0, SETTINGS), Refusal)
+    state = run(run(state, WRITE, "ok", 5.0, {"path": "a", "content": "x"}), READ, "ok", 6.0, {"path": "b"})
+    assert isinstance(check(state, WRITE, {"path": "a", "content": "x"}, 7.0, SETTINGS), Refusal)  # its own third time
+
+
+def test_a_side_effect_that_failed_or_was_refused_is_no_progress() -> None:
+    state = run(run({}, READ, "ok", 0.0, {"path": "a"}), READ, "ok", 1.0, {"path": "a"})
+    for status in ("tool_error", "timeout", "denied", "unknown_after_crash"):
+        state = run(state, WRITE, status, 2.0, {"path": "a", "content": status})
+        assert isinstance(check(state, READ, {"path": "a"}, 3.0, SETTINGS), Refusal), status
+
+
+def test_progress_survives_merging_deltas_in_any_batches() -> None:
+    """What the checkpoint replays (deltas, merged in batches) gives the same counts as recording in order."""
+    rng = random.Random(7)
+    calls = [(rng.choice((READ, WRITE)), {"path": rng.choice("ab")}, rng.choice(("ok", "ok", "tool_error"))) for _ in range(60)]
+    state: dict[str, Any] = {}
+    deltas = []
+    for now, (spec, arguments, status) in enumerate(calls):
+        delta = recorded(state, [(spec, arguments, status, float(now))], SETTINGS)
+        deltas.append(delta)
+        state = merge(state, delta)
+    batched: dict[str, Any] = {}
+    while deltas:
+        size = rng.randint(1, 5)
+        batch, deltas = deltas[:size], deltas[size:]
+        batched = merged(batched, batch)
+    for spec in (READ, WRITE):
+        for path in "ab":
+            assert check(batched, spec, {"path": path}, 99.0, SETTINGS) == check(state, spec, {"path": path}, 99.0, SETTINGS)
