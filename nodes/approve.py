@@ -33,6 +33,7 @@ EXPIRED = "approval for {name} expired before a decision; treated as a rejection
 EDIT_INVALID = "invalid_arguments: the edited arguments for {name} are invalid: {problems}"
 EDIT_DENIED = "denied: the edited call to {name} is not permitted ({rule}: {reason})"
 HOSTED_ONLY = "{name} is run by the provider, which takes no {decision}: approve or reject it"
+ANSWERED_BY_A_HUMAN = "result given by a human; the tool was not run"
 MAX_ASKS = 3
 """Refused decisions before the call is taken as rejected (each refusal asks again)."""
 
@@ -78,8 +79,9 @@ async def approve(payload: dict[str, Any], services: Services) -> dict[str, Any]
         if edited is not None:
             record.update(run=True, args=edited, args_hash=breakers.arguments_hash(edited))
     elif decision.decision == "respond":
-        outcome = CallOutcome("ok", text=decision.result or "", detail="result given by a human; the tool was not run")
+        outcome = CallOutcome("ok", text=decision.result or "", detail=ANSWERED_BY_A_HUMAN)
         update = await record_outcome(call, outcome, payload["settings"], services, started=time.time(), phase="act")
+        update["observations"][0]["answered_by"] = decision.approver or "human"
     else:
         update = _refused(call, "rejected", decision.message or REJECTED.format(name=call["name"], message="no reason given"))
     if payload["settings"].get("count_wait_time") and recorded is not None:

@@ -32,6 +32,7 @@ from boundloop.tools.errors import BridgeError
 from boundloop.tools.registry import qualified_name
 
 TOOL_AUTHORED = frozenset({"ok", "tool_error"})
+HUMAN_ANSWER = "answered by a human: the tool did not run, so nothing was verified and no plan step is done by it"
 """Outcomes whose text the tool wrote (the rest are the harness's own words)."""
 
 
@@ -49,9 +50,12 @@ async def observe(state: dict[str, Any], services: Services) -> dict[str, Any]:
     for obs in fresh:
         spec, call = registry.get(obs["tool"]), calls.get(obs["call_id"])
         args = call["args"] if call is not None else {}
+        record: dict[str, Any] = {"call_id": obs["call_id"], "grounded": True}
+        if obs.get("answered_by"):  # nothing ran: no breaker counts it, no rung above observed, no step done by it
+            grounded.append({**record, "postcondition": HUMAN_ANSWER})
+            continue
         if spec is not None and call is not None:
             ended.append((spec, args, obs["status"], obs["ended_at"]))
-        record: dict[str, Any] = {"call_id": obs["call_id"], "grounded": True}
         problem: str | None = f"ended {obs['status']}"
         if obs["status"] == "ok":
             verdict = await _postcondition(spec, obs, results.get(obs["call_id"], (args, None)), registry, state["settings"], services)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from boundloop.graph.core.status import Terminal
-from tests.graph.conftest import CRITIC_PASS, PLAN_ONE_STEP, step
+from tests.graph.conftest import CRITIC_PASS, JUDGE_PASS, PLAN_ONE_STEP, step
 
 DELETE = {"name": "workspace__delete_file", "args": {"path": "notes.md"}}
 MOVE = {"name": "workspace__move_file", "args": {"source": "notes.md", "destination": "old.md"}}
@@ -140,3 +140,22 @@ async def test_after_a_rejection_the_actor_may_revise_and_an_approved_call_compl
     done = await runner.resume(waiting.thread_id, decisions={second["id"]: {"decision": "approve"}})
     assert done.status == Terminal.SUCCESS
     assert (workspace / "summary.md").read_text() == WRITE_AGAIN["args"]["content"]
+
+
+async def test_a_human_respond_is_observed_never_verified_and_does_not_complete_the_step(run_script, runner, workspace):
+    """The human answers for the tool instead of running it: the model gets the answer, but the
+    move never happened, so the call stays `observed`, the plan step stays undone, and the run
+    cannot end SUCCESS on it."""
+    plan = {"content": {"steps": [{"id": "s1", "description": "move notes.md to archive.md", "tools": ["workspace__move_file"]}], "blocked": None}}
+    move = {"name": "workspace__move_file", "args": {"source": "notes.md", "destination": "archive.md"}}
+    waiting = await run_script({"planner": [plan] * 4, "actor": [step(calls=[move])] + [step("notes.md is now archive.md.")] * 8,
+                                "judge": [JUDGE_PASS] * 4, "critic": [CRITIC_PASS] * 4},
+                               policy={"rules": [{"id": "ask-moves", "action": "ask", "tool": "move_file"}]})
+    [item] = waiting.interrupts
+    done = await runner.resume(waiting.thread_id, decisions={item["id"]: {"decision": "respond", "result": "moved", "approver": "ana"}})
+    (answered,) = [obs for obs in done.values["observations"] if obs.get("tool") == "workspace__move_file"]
+    assert (answered["status"], answered["stage"], answered["answered_by"]) == ("ok", "observed", "ana")
+    assert answered["postcondition"].startswith("answered by a human")
+    assert done.values["plan"]["steps"][0]["status"] != "done"
+    assert done.status != Terminal.SUCCESS, done.values.get("ending")
+    assert (workspace / "notes.md").exists() and not (workspace / "archive.md").exists()
