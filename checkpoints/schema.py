@@ -100,6 +100,27 @@ MIGRATIONS = [  # position = version; append, never edit or reorder
     " thread_id TEXT PRIMARY KEY,"
     " root_id UUID NOT NULL,"
     " started_at TIMESTAMPTZ NOT NULL)",
+    # Each trace row is chained to the run's previous row by hash (prev_hash → hash), computed in
+    # the insert trigger from the run's head row, locked, so rows appended concurrently still form
+    # one chain. An edit, deletion or insertion made with the triggers stepped around breaks the
+    # chain where it happened, and `boundloop replay` says which row (store.trace_chain_problems).
+    "ALTER TABLE boundloop_trace ADD COLUMN prev_hash TEXT, ADD COLUMN hash TEXT",
+    "CREATE TABLE boundloop_trace_heads (thread_id TEXT PRIMARY KEY, hash TEXT)",
+    "CREATE FUNCTION boundloop_trace_row_hash(prev TEXT, thread_id TEXT, kind TEXT, node TEXT, data JSONB, at TIMESTAMPTZ)"
+    " RETURNS TEXT LANGUAGE sql STABLE AS $$ SELECT encode(sha256(convert_to(concat_ws(chr(31), coalesce(prev, ''), thread_id, kind,"
+    " coalesce(node, ''), data::text, to_char(at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US')), 'UTF8')), 'hex') $$",
+    "CREATE OR REPLACE FUNCTION boundloop_trace_guard() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN"
+    " IF TG_OP <> 'INSERT' THEN"
+    "  RAISE EXCEPTION 'boundloop_trace is append-only: % refused', TG_OP USING ERRCODE = 'insufficient_privilege';"
+    " END IF;"
+    " IF EXISTS (SELECT 1 FROM boundloop_runs WHERE thread_id = NEW.thread_id AND closed_at IS NOT NULL) THEN"
+    "  RAISE EXCEPTION 'run % is closed: its trace is read-only', NEW.thread_id USING ERRCODE = 'insufficient_privilege';"
+    " END IF;"
+    " INSERT INTO boundloop_trace_heads (thread_id, hash) VALUES (NEW.thread_id, NULL) ON CONFLICT (thread_id) DO NOTHING;"
+    " SELECT h.hash INTO NEW.prev_hash FROM boundloop_trace_heads h WHERE h.thread_id = NEW.thread_id FOR UPDATE;"
+    " NEW.hash := boundloop_trace_row_hash(NEW.prev_hash, NEW.thread_id, NEW.kind, NEW.node, NEW.data, NEW.at);"
+    " UPDATE boundloop_trace_heads SET hash = NEW.hash WHERE thread_id = NEW.thread_id;"
+    " RETURN NEW; END $$",
 ]
 
 # Any constant works as long as nothing else in the database uses it: b"boundloo" as an int8.

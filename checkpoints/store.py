@@ -61,6 +61,10 @@ class TraceEvent:
     kind: str
     node: str | None
     data: Any
+    prev_hash: str | None = None
+    """The hash of the event before it in the run's chain (None for the first)."""
+    hash: str | None = None
+    """SHA-256 over `prev_hash` and this event's content (None: written before the trace was chained)."""
 
 
 @dataclass(frozen=True)
@@ -138,6 +142,9 @@ INSERT INTO boundloop_trace (thread_id, kind, node, data)
 SELECT e ->> 'thread_id', e ->> 'kind', e ->> 'node', e -> 'data'
 FROM jsonb_array_elements(%s) WITH ORDINALITY AS events(e, n) ORDER BY n"""
 READ_TRACE = "SELECT * FROM boundloop_trace WHERE thread_id = %s ORDER BY id"
+TRACE_CHAIN = """
+SELECT id, prev_hash, hash, boundloop_trace_row_hash(prev_hash, thread_id, kind, node, data, at) AS recomputed
+FROM boundloop_trace WHERE thread_id = %s ORDER BY id"""
 PUT_PAYLOAD = """
 INSERT INTO boundloop_payloads (thread_id, call_id, sha256, chars, body)
 VALUES (%s, %s, %s, %s, %s) RETURNING id"""
@@ -246,6 +253,29 @@ def event_rows(events: list[tuple[str, str, str | None, Any]]) -> Jsonb | None:
 async def read_trace(pool: AsyncConnectionPool, thread_id: str) -> list[TraceEvent]:
     """The run's events in the order they were appended."""
     return [TraceEvent(**row) for row in await _all(pool, READ_TRACE, (thread_id,))]
+
+
+async def trace_chain_problems(pool: AsyncConnectionPool, thread_id: str) -> list[str]:
+    """Where the run's hash chain is broken: a row whose content no longer matches its hash, a row
+    whose predecessor is gone, two rows after one, or a row outside the chain after it began. Rows
+    written before the trace was chained (no hash) are accepted only before the chain's first row."""
+    rows = await _all(pool, TRACE_CHAIN, (thread_id,))
+    chained = [row for row in rows if row["hash"] is not None]
+    if not chained:
+        return []
+    problems = [f"event {row['id']}: not in the hash chain (written with the trace's triggers stepped around)"
+                for row in rows if row["hash"] is None and row["id"] > chained[0]["id"]]
+    hashes = {row["hash"] for row in chained}
+    after: dict[str | None, list[int]] = {}
+    for row in chained:
+        if row["hash"] != row["recomputed"]:
+            problems.append(f"event {row['id']}: its content no longer matches its hash (changed after it was written)")
+        if row["prev_hash"] is not None and row["prev_hash"] not in hashes:
+            problems.append(f"event {row['id']}: the event before it in the hash chain is missing (deleted or changed)")
+        after.setdefault(row["prev_hash"], []).append(row["id"])
+    problems += [f"events {', '.join(map(str, ids))} all follow {'the start' if prev is None else 'one event'}: the hash chain forks"
+                 for prev, ids in after.items() if len(ids) > 1]
+    return problems
 
 
 # -- payloads --------------------------------------------------------------------------------

@@ -7,7 +7,10 @@ every transition between consecutive recorded steps is an edge of the graph (fro
 first step, into END after the last), every tool call that ran was decided first (allowed by
 the gate, or asked and approved by a human; a provider-hosted call by its offering at intake or
 its approval), and every side effect sent has its ledger INTENT, written after its permission
-decision and before its outcome was recorded (a hosted one is written when the provider reports it).
+decision and before its outcome was recorded (a hosted one is written when the provider reports it),
+and the trace's hash chain is whole (checkpoints/store.py `trace_chain_problems`): an edit made with
+the database's triggers stepped around shows where it happened, even where the trajectory it leaves
+is still a legal one.
 """
 
 from __future__ import annotations
@@ -48,6 +51,7 @@ async def replay_run(pool: AsyncConnectionPool, run_id: str, compiled_graph: Com
     steps = _steps([event for event in events if event.kind in STEP_KINDS], set(drawn.nodes), problems)
     transitions = _transitions(steps, edges, problems)
     _check_calls(events, ledger, problems)
+    problems += await store.trace_chain_problems(pool, run_id)
     return ReplayReport(run_id, not problems, problems, transitions)
 
 

@@ -14,6 +14,7 @@ TABLES = {
     "boundloop_migrations",
     "boundloop_runs",
     "boundloop_trace",
+    "boundloop_trace_heads",
     "boundloop_payloads",
     "boundloop_ledger",
     "boundloop_approvals",

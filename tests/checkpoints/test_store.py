@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
+import uuid
 
 import psycopg
 import pytest
@@ -22,7 +24,7 @@ from boundloop.checkpoints import (
     write_complete,
     write_intent,
 )
-from boundloop.checkpoints.store import get_call_payload, put_payloads
+from boundloop.checkpoints.store import append_events, get_call_payload, put_payloads, trace_chain_problems
 
 RUN = dict(goal="summarise the report", profile="research", task_hash="th-1")
 CALL = dict(thread_id="t-1", call_id="c-1", step_id="s-1", tool="write_file", server="workspace",
@@ -66,6 +68,30 @@ async def test_trace_events_read_back_in_append_order(pool: AsyncConnectionPool)
         ("terminal", None, {"status": "SUCCESS"}),
     ]
     assert events[0].id < events[1].id
+
+
+async def test_events_appended_at_once_from_many_connections_form_one_unbroken_hash_chain(pool: AsyncConnectionPool) -> None:
+    """Eight writers append to one run at the same time, singly and in batches: every event lands
+    in one chain (one start, no fork, no gap), and each hash covers its event's content."""
+    run_id = f"chain-{uuid.uuid4().hex[:8]}"
+
+    async def writer(number: int) -> None:
+        for i in range(10):
+            if i % 2:
+                await append_trace(pool, run_id, "node", node=f"w{number}", data={"i": i})
+            else:
+                await append_events(pool, run_id, [("call", f"w{number}", {"i": i, "part": part}) for part in range(3)])
+
+    await asyncio.gather(*(writer(n) for n in range(8)))
+    events = await read_trace(pool, run_id)
+    assert len(events) == 8 * (5 + 15)
+    assert await trace_chain_problems(pool, run_id) == []
+    by_prev = {event.prev_hash: event for event in events}
+    assert len(by_prev) == len(events)  # no two events follow the same one
+    walked, head = 0, None
+    while head in by_prev:
+        head, walked = by_prev[head].hash, walked + 1
+    assert walked == len(events)
 
 
 async def test_a_payload_reads_back_through_its_pointer_with_hash_and_size(

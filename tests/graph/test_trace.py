@@ -68,6 +68,18 @@ TAMPERINGS = [
     ("UPDATE boundloop_trace SET data = jsonb_set(data, '{escalation,decision}', '\"reject\"') WHERE thread_id = %s AND node = 'approve'",
      "ran although the decision was 'ask'"),
     ("INSERT INTO boundloop_trace (thread_id, kind, node, data) VALUES (%s, 'node', 'act', '{\"step\": 1000}')", "finalize → act is not an edge"),
+    # Edits that leave a legal trajectory: only the hash chain shows them.
+    ("UPDATE boundloop_trace SET data = jsonb_set(data, '{seconds}', '0') WHERE thread_id = %s AND node = 'plan'",
+     "its content no longer matches its hash"),
+    ("UPDATE boundloop_trace SET at = at - interval '1 hour' WHERE thread_id = %s AND id = (SELECT min(id) FROM boundloop_trace WHERE thread_id = %s)",
+     "its content no longer matches its hash"),
+    ("UPDATE boundloop_trace SET data = jsonb_set(data, '{seconds}', '0'),"
+     " hash = boundloop_trace_row_hash(prev_hash, thread_id, kind, node, jsonb_set(data, '{seconds}', '0'), at)"
+     " WHERE thread_id = %s AND node = 'plan'", "the event before it in the hash chain is missing"),
+    ("DELETE FROM boundloop_trace WHERE thread_id = %s AND id = (SELECT min(id) FROM boundloop_trace WHERE thread_id = %s)",
+     "the event before it in the hash chain is missing"),
+    ("INSERT INTO boundloop_trace (thread_id, kind, node, data)"
+     " SELECT thread_id, 'note', NULL, '{}' FROM boundloop_trace WHERE thread_id = %s LIMIT 1", "not in the hash chain"),
 ]
 """Each applied to its own copy of one valid run, as the database owner stepping around the triggers."""
 COPY = """
@@ -92,10 +104,11 @@ async def test_the_trace_is_read_only_and_replay_rejects_tampered_copies(run_scr
     for number, (tampering, problem) in enumerate(TAMPERINGS):
         copy = f"{run_id}-copy{number}"
         with psycopg.connect(db_url, autocommit=True) as conn:
-            conn.execute("SET session_replication_role = replica")
-            for statement in COPY.strip().split(";"):
+            for statement in COPY.strip().split(";"):  # through the triggers: the copy gets a hash chain of its own
                 conn.execute(statement, {"copy": copy, "run": run_id})
-            assert (await replay_run(runner.pool, copy, runner.graph)).valid
-            conn.execute(tampering, (copy,))
+            copied = await replay_run(runner.pool, copy, runner.graph)
+            assert copied.valid, copied.problems
+            conn.execute("SET session_replication_role = replica")
+            conn.execute(tampering, (copy,) * tampering.count("%s"))
         report = await replay_run(runner.pool, copy, runner.graph)
         assert not report.valid and any(problem in line for line in report.problems), (tampering, report.problems)
