@@ -1,5 +1,7 @@
 """commit: decide from confidence whether the result commits, needs review, or is rejected,
-and seal it with a SHA-256 content hash and a provenance record.
+and seal it with a SHA-256 content hash and a provenance record: what the result rests on (task,
+plan, tool calls, repairs, scores, model, prompts, policy), when it was committed, who approved
+what, and what verification decided, with the SHA-256 of the record itself.
 
 Confidence and the approval triggers are graph/quality/confidence.py's: a result above the commit threshold
 still goes to review when a trigger holds (an irreversible effect no human approved, a low safety
@@ -13,7 +15,9 @@ A result whose optional steps did not finish commits as PARTIAL_SUCCESS, listing
 from __future__ import annotations
 
 import hashlib
+import json
 from dataclasses import asdict
+from datetime import datetime, timezone
 from typing import Any
 
 from boundloop.graph.quality.confidence import estimate, review_triggers, signals_of
@@ -62,8 +66,13 @@ async def commit(state: dict[str, Any], services: Services) -> dict[str, Any]:
             "model": state["boundary"]["model"],
             "prompt_version": state["boundary"]["prompt_version"],
             "policy_hash": state["boundary"]["policy_hash"],
+            "committed_at": datetime.now(timezone.utc).isoformat(),
+            "approvers": [{key: record.get(key) for key in ("call_id", "decision", "approver")}
+                          for record in state.get("approvals", []) if record.get("decision")],
+            "verification": _verdict(quality),
         },
     }
+    result["provenance"]["sha256"] = _digest(result["provenance"])
     if code == Terminal.SUCCESS and secondary:
         code, reason = Terminal.PARTIAL_SUCCESS, f"{reason}; secondary steps not done: " + "; ".join(secondary)
         result["unresolved"] = secondary
@@ -76,6 +85,18 @@ async def commit(state: dict[str, Any], services: Services) -> dict[str, Any]:
         "ending": ending(code, reason, NEXT_SAFE_ACTION.get(code, "Review the result and accept or reject it.")),
         "status": {"phase": "commit"},
     }
+
+
+def _verdict(quality: dict[str, Any]) -> dict[str, Any]:
+    """What verification decided, as the provenance keeps it: passed or not, and what failed."""
+    verification = quality.get("verification") or {}
+    return {"passed": verification.get("passed"), "failures": [failure.get("criterion") for failure in verification.get("failures", [])],
+            "accepted_by": quality.get("accepted_by")}
+
+
+def _digest(record: dict[str, Any]) -> str:
+    """SHA-256 of the record's canonical JSON (sorted keys), so anyone holding it can check it."""
+    return hashlib.sha256(json.dumps(record, sort_keys=True, separators=(",", ":"), default=str).encode()).hexdigest()
 
 
 NEXT_SAFE_ACTION = {

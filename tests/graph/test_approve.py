@@ -25,6 +25,8 @@ async def test_two_gated_calls_wait_separately_and_each_decision_is_carried_out(
     done = await runner.resume(waiting.thread_id, decisions={by_tool["workspace__delete_file"]: {"decision": "reject", "message": "keep it"}})
     assert done.status == Terminal.SUCCESS
     assert (workspace / "old.md").exists()
+    approvers = {(record["decision"], record["approver"]) for record in done.result["provenance"]["approvers"]}
+    assert ("approve", "ana") in approvers and any(decision == "reject" for decision, _ in approvers)
     rejected = [m for m in done.values["messages"] if getattr(m, "tool_call_id", None) == "call_actor_0_0"]
     assert rejected[0].content == "rejected: a human declined workspace__delete_file: keep it"
 

@@ -33,6 +33,11 @@ async def test_a_task_plans_acts_verifies_and_commits_with_a_hash_and_provenance
     result = report.result
     assert result["sha256"] == hashlib.sha256(b"Ana publishes the notes.").hexdigest()
     assert result["provenance"]["plan_hash"] and result["provenance"]["model"] == "scripted-test"
+    provenance = dict(result["provenance"])
+    sealed = provenance.pop("sha256")
+    assert sealed == hashlib.sha256(json.dumps(provenance, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+    assert provenance["verification"] == {"passed": True, "failures": [], "accepted_by": None}
+    assert provenance["committed_at"].endswith("+00:00") and provenance["approvers"] == []
     assert [obs["stage"] for obs in report.values["observations"]] == ["committed"]
     assert report.values["plan"]["steps"][0]["status"] == "done"
     assert len(await _finalize_events(runner, report)) == 1
