@@ -7,13 +7,16 @@ lock) still fences a second driver, e.g. a `boundloop resume` typed by hand or a
 past the stalled timeout: the job that loses waits and tries again.
 
 A worker that dies (SIGKILL, a lost machine) stops its heartbeat. Every few seconds one worker
-runs `recover_stalled`, which puts the jobs of workers silent for longer than the stalled
-timeout back in the queue; another worker then resumes each run from its last checkpoint, and
-the ledger makes sure no side effect happens twice.
+runs `recover_stalled` on a slot of its own (the maintenance queue, never shared with runs), which
+puts the jobs of workers silent for longer than the stalled timeout back in the queue; another
+worker then resumes each run from its last checkpoint, and the ledger makes sure no side effect
+happens twice.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
 import os
 import socket
@@ -39,9 +42,11 @@ from boundloop.graph.task import RunSettings, Task
 
 RUNS_QUEUE = "runs"
 MAINTENANCE_QUEUE = "maintenance"
-RECOVERY_CRON = "* * * * * */5"
-"""Look for stalled jobs every 5 s (Procrastinate's 6th cron field is seconds). A dead worker's runs
-start again within STALLED_AFTER_S + 5 s + one poll."""
+RECOVERY_CRON = "* * * * * */2"
+"""Look for stalled jobs every 2 s (Procrastinate's 6th cron field is seconds). Recovery runs on a
+slot of its own in every worker (the maintenance queue), never behind queued runs, so a dead
+worker's runs are queued again within STALLED_AFTER_S + 2 s + one poll, and, keeping their place in
+line, start on the next free run slot."""
 POLL_S = 1.0
 """Nothing notifies a worker when a run's lock is released: a queued continuation starts at the next poll."""
 RETRY_WHEN_HELD = procrastinate.RetryStrategy(wait=5, retry_exceptions={RunActiveElsewhere})
@@ -126,12 +131,22 @@ async def work(url: str, *, concurrency: int, name: str | None = None, stalled_a
     async with Runner(url) as runner:
         await migrate_queue(runner.pool)
         async with queue_app(url).open_async() as queue:
-            logger.info("worker %s: up to %d runs at once, queues %s, %s", label, concurrency, RUNS_QUEUE, MAINTENANCE_QUEUE)
-            await queue.run_worker_async(
-                queues=[RUNS_QUEUE, MAINTENANCE_QUEUE], concurrency=concurrency, name=label,
-                stalled_worker_timeout=stalled_after_s, install_signal_handlers=install_signal_handlers,
-                additional_context={"runner": runner, "stalled_after_s": stalled_after_s},
-            )
+            logger.info("worker %s: up to %d runs at once (queue %s), recovery on its own slot (queue %s)",
+                        label, concurrency, RUNS_QUEUE, MAINTENANCE_QUEUE)
+            context = {"runner": runner, "stalled_after_s": stalled_after_s}
+            maintenance = asyncio.create_task(queue.run_worker_async(
+                queues=[MAINTENANCE_QUEUE], concurrency=1, name=f"{label}:maintenance",
+                stalled_worker_timeout=stalled_after_s, install_signal_handlers=False, additional_context=context,
+            ))
+            try:
+                await queue.run_worker_async(
+                    queues=[RUNS_QUEUE], concurrency=concurrency, name=label,
+                    stalled_worker_timeout=stalled_after_s, install_signal_handlers=install_signal_handlers, additional_context=context,
+                )
+            finally:
+                maintenance.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await maintenance
 
 
 async def start_run(context: procrastinate.JobContext, run_id: str, task: dict[str, Any], settings: dict[str, Any]) -> str:
