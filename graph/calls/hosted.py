@@ -14,7 +14,9 @@ Three moments (the offering itself was decided at intake, tools/hosted.py):
   instructions to the agent (the safety breaker's cues, as observe does for our calls), written to the trace
   as a tool call of the act step and to LangSmith as a `tool` run; one with side effects gets a
   ledger entry marked irreversible: COMPLETE, ABORT when it failed, INTENT when its outcome is unknown.
-  A reported call the run neither offered nor approved ends the run PERMISSION_DENIED.
+  A reported call the run neither offered nor approved ends the run PERMISSION_DENIED; one the
+  budget had no room for (a provider that runs a tool it was not offered in that request) ends it
+  with the budget's ending, charged all the same.
 Never runs a tool, and cannot stop the provider running a tool it was offered.
 """
 
@@ -43,6 +45,7 @@ REQUEST = "mcp_approval_request"
 RESPONSE = "mcp_approval_response"
 REVERSIBILITY = "irreversible"
 """What a hosted side effect is taken to be: the provider says nothing about undoing it."""
+OVER_BUDGET = "the provider reports {tool} ({item} {id}) after the budget had no room for it: {exhausted}"
 UNKNOWN_CONNECTOR = "denied: no connector {label!r} was offered to this run; connectors offered: {offered}"
 NOT_OFFERED_TOOL = "denied: {tool} is not among the tools offered from connector {label!r}"
 BAD_ARGUMENTS = "invalid_arguments: {tool}: the provider sent arguments that are not a JSON object ({raw!r})"
@@ -83,15 +86,25 @@ async def observe_reply(state: dict[str, Any], services: Services, reply: AIMess
         return {}
     offers = {entry["name"]: entry for entry in (state.get("boundary") or {}).get("hosted") or []}
     decided = {obs["provider_id"]: obs for obs in state.get("observations", []) if obs.get("provider_id")}
-    turn = (state.get("usage") or {}).get("calls_by_role", {}).get("actor", 0)
+    spent, budget = state.get("usage") or {}, Budget.model_validate(state["budget"])
+    turn = spent.get("calls_by_role", {}).get("actor", 0)
     observations, usage, stopping = [], {}, None
     for position, item in enumerate(items):
         record, delta = await _account(item, f"h{turn}.{position}", offers, decided, state["settings"], services)
         observations.append(record)
+        over = None
+        if delta.get("tool_calls"):  # not reserved at an approval: the budget must still have had room for it
+            over = check_before_tool_call(add_usage(spent, usage), budget, tool=record["tool"], server=record["server"],
+                                          has_side_effect=record["side_effect"])
         usage = add_usage(usage, delta)
-        if not record["permitted"] and stopping is None:
+        if stopping is not None:
+            continue
+        if not record["permitted"]:
             stopping = ending(Terminal.PERMISSION_DENIED, UNPERMITTED.format(tool=record["tool"], item=item["type"], id=item.get("id")),
                               UNPERMITTED_NEXT.format(call_id=record["call_id"]))
+        elif over is not None:
+            stopping = ending(over.code, OVER_BUDGET.format(tool=record["tool"], item=item["type"], id=item.get("id"), exhausted=over.message),
+                              over.next_safe_action, dimension=over.dimension)
     update: dict[str, Any] = {"observations": observations, "usage": usage}
     if stopping:
         update["ending"] = stopping

@@ -209,6 +209,18 @@ async def test_hosted_tools_stop_being_offered_when_the_tool_call_budget_is_spen
     assert report.values["usage"]["tool_calls"] == 2
 
 
+async def test_a_call_reported_after_the_tool_call_budget_is_spent_ends_the_run_with_the_budgets_ending(run_script, provider):
+    """Two calls allowed, both spent by the first reply; the second request offers no hosted tool, yet
+    the provider reports a search: charged (3 of 2) and the run ends BUDGET_EXHAUSTED, not SUCCESS."""
+    second_search = {**SEARCH, "id": "ws_2"}
+    with FakeResponses(actor=[[SEARCH, READ], [second_search, text("Ana publishes the notes.")]]) as fake:
+        report = await run_script({}, base_url=fake.base_url, task={"budget": {"tool_calls": 2}}, **provider)
+    assert report.status == Terminal.BUDGET_EXHAUSTED, report.values.get("ending")
+    assert report.values["ending"]["dimension"] == "tool_calls"
+    assert report.values["ending"]["reason"].startswith("the provider reports search__web_search (web_search_call ws_2) after the budget had no room")
+    assert report.values["usage"]["tool_calls"] == 3
+
+
 @pytest.mark.parametrize(("fault", "reason"), [
     ({"status": 500}, "HTTP 500 from the provider: Error code: 500 - fake provider error 500"),
     ({"status": 429}, "HTTP 429 from the provider: Error code: 429 - fake provider error 429"),
