@@ -1,6 +1,6 @@
 """state: the one checkpointed state object of a run, and the reducers that merge node updates.
 
-Kept small on purpose (DESIGN §3): full tool payloads live in the Postgres observation store;
+Kept small on purpose, so a checkpoint's size stays near-constant per step: full tool payloads live in the Postgres observation store;
 state keeps an excerpt, a hash and a pointer. `messages`, `observations`, `usage` and `breakers`
 (which counts every distinct call) are delta channels, so a checkpoint stores only what a step
 added or changed, not the whole history or total again.
