@@ -96,7 +96,7 @@ def _render(suite: Suite, outcomes: list[RunOutcome], metrics: dict[str, Metric]
 
 
 def metrics_table(metrics: dict[str, Metric], thresholds: dict[str, Bound]) -> Table:
-    table = Table(title="seed 001 metrics")
+    table = Table(title="evaluation metrics")
     for column in ("metric", "value", "threshold", "measured from"):
         table.add_column(column)
     for name, metric in metrics.items():
