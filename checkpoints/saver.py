@@ -151,7 +151,7 @@ class BoundloopSaver(AsyncPostgresSaver):
 
         Left in place: blobs (content-addressed by version, shared with earlier checkpoints), and
         the writes a resumed run made against the checkpoint it resumed from — LangGraph stores
-        no run id on a write (README, "LangGraph server and Studio").
+        no run id on a write (graph/README.md, "The LangGraph server and Studio").
         """
         async with self._cursor() as cur:
             await cur.execute(_DELETE_FOR_RUNS, ([str(run_id) for run_id in run_ids],))

@@ -24,7 +24,7 @@ MIGRATIONS = [  # position = version; append, never edit or reorder
     " result JSONB,"
     " error TEXT)",
     "CREATE INDEX boundloop_runs_created_at_idx ON boundloop_runs (created_at DESC)",
-    # A resubmitted task is found by its hash (DESIGN §7).
+    # A resubmitted task is found by its hash, so a committed task returns its result without re-running.
     "CREATE INDEX boundloop_runs_task_hash_idx ON boundloop_runs (task_hash)",
     # Append-only; id orders the events of a run.
     "CREATE TABLE boundloop_trace ("

@@ -33,7 +33,7 @@ def _versions_from_the_saver() -> None:
 
     The server wraps the saver in an adapter with a get_next_version of its own (the Postgres
     saver's 32 digits), which the graph calls instead of ours. A thread moves between the server
-    and the CLI (README, "What survives where"): after our shorter versions, the adapter's would
+    and the CLI (graph/README.md, "What survives where"): after our shorter versions, the adapter's would
     compare smaller and the run would stop. Only under the server (langgraph_api loaded); should
     the adapter move, the import fails.
     """

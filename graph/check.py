@@ -1,4 +1,4 @@
-"""check: the graph compilation checkpoint of seed 001, run on the real compiled graph.
+"""check: the graph's build-time check, run on the real compiled graph before any run uses it.
 
 1. every node but finalize has a legal outgoing transition; finalize's only exit is END;
 2. every cycle passes a node whose entry is bounded by a budget dimension in state;

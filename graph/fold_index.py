@@ -2,12 +2,12 @@
 step's fold copies it instead of rebuilding it from the whole history.
 
 Folding one step's writes into `messages` or `observations` needs to know which ids (call ids) the
-list already holds. Rebuilding that from every element each step made a step's cost grow with the
-length of the run. The fold keeps the index of each list it returns here, with the list, and the next
+list already holds. Rebuilding that from every element each step would make a step's cost grow
+with the length of the run. The fold keeps the index of each list it returns here, with the list, and the next
 fold of that list — the channel's value one step later, or LangGraph's copy of it that a routing
 guard reads — takes a copy of the index. A list is found by its length and its last element, and
 taken only when it holds the same elements (a comparison of pointers for a copy); any other list —
-restored from a checkpoint, or changed since — is indexed from scratch, as before. The folds never
+restored from a checkpoint, or changed since — is indexed from scratch. The folds never
 change a list in place, so an index held for a list stays right for it. A step that only reads an
 index (the counts of graph/ladder.py) takes the held one itself, not a copy.
 """

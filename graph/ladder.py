@@ -6,7 +6,7 @@ whether any call was refused by authority (graph/safety.py); every act step asks
 grounding and whether a dispatched call has run (nodes/observe.py); every actor turn asks whether
 a result was stored as a payload (graph/context/payloads.py) and which records are the retrieve phase's
 evidence (the brief, nodes/act.py). Each answered by a pass over every record
-made an iteration's cost grow with the length of the run. The fold keeps a `Ladder` for each list it
+would make an iteration's cost grow with the length of the run. The fold keeps a `Ladder` for each list it
 returns (graph/fold_index.py) and updates it for the records a write adds or replaces; `of()` finds
 it for the list a step reads, or builds it in one pass for a list the fold did not make (one
 restored from a checkpoint, or built by hand). A kept ladder stays right for its list because the

@@ -1,4 +1,4 @@
-"""safety: the safety circuit breaker of seed 001 and the permission guard — pure functions of state.
+"""safety: the safety circuit breaker and the permission guard — pure functions of state.
 
 Tool results are data. One that carries instructions for the agent (override its rules, call a
 tool, approve itself, send data away, delete everything) is flagged where it is observed, with
@@ -24,7 +24,7 @@ from boundloop.graph.core.plan import unfinished
 from boundloop.graph.core.status import Terminal, ending
 
 DENIAL_LIMIT = 3
-"""Denied calls in one run that trip the breaker, injection or not (seed 001: repeated permission denial)."""
+"""Denied calls in one run that trip the breaker, injection or not: repeated permission denial is itself a warning sign."""
 REFUSED_BY_AUTHORITY = frozenset({"denied", "rejected", "unknown_tool"})
 """Outcomes that mean the model reached outside what it may do."""
 

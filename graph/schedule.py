@@ -1,5 +1,5 @@
 """schedule: tie each proposed call to the plan step it serves, hold it to the step's dependencies,
-and order one turn's calls into dispatch waves (seed 000 §15.4.1, seed 004's inner loop).
+and order one turn's calls into dispatch waves.
 
 A call serves the first unfinished step that expects its tool and whose `args` it carries
 (graph/core/plan.py `serves`), preferring a step that is ready. A call whose step waits for a step that

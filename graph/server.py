@@ -33,7 +33,7 @@ class ServedGraph(CompiledStateGraph):
 
     def astream_events(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
         # langchain-core fills an unset recursion_limit with 25 before the graph sees the config,
-        # and an explicit value wins over the one bound with with_config (notes: stream-cancel §3).
+        # and an explicit value wins over the one bound with with_config.
         if not (config or {}).get("recursion_limit"):
             config = {**(config or {}), "recursion_limit": RECURSION_LIMIT}
         return super().astream_events(input, config, **kwargs)

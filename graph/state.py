@@ -1,6 +1,6 @@
 """state: the one checkpointed state object of a run, and the reducers that merge node updates.
 
-Kept small on purpose (DESIGN §3): full tool payloads live in the Postgres observation store;
+Kept small on purpose, so a checkpoint's size stays near-constant per step: full tool payloads live in the Postgres observation store;
 state keeps an excerpt, a hash and a pointer. `messages`, `observations`, `usage` and `breakers`
 (which counts every distinct call) are delta channels, so a checkpoint stores only what a step
 added or changed, not the whole history or total again.
@@ -24,7 +24,7 @@ from boundloop.tools import breakers as breaker_state
 SNAPSHOT_EVERY = 4_000
 """Updates between full snapshots of a growing channel (LangGraph's default is 100; it also
 snapshots every delta channel 5,000 steps after its last). Each snapshot holds the whole history,
-so snapshots every 100 (or 1,000) updates made storage grow with the square of a long run's
+so snapshots every 100 (or 1,000) updates would make storage grow with the square of a long run's
 length; a loop iteration updates the conversation twice, so this is one every 2,000 iterations.
 Between snapshots only each step's delta is stored, and a resume replays at most this many small
 writes, each fold in one pass."""
@@ -32,16 +32,17 @@ USAGE_SNAPSHOT_EVERY = 100
 """Updates between snapshots of `usage`, which is a total of bounded size (a few hundred bytes
 however long the run), not a history: a snapshot every 100 updates (about 50 iterations) adds 8 KB
 over 1,000 iterations, and a read (a resume, `boundloop show`) replays at most 100 usage deltas
-instead of one per step of the run (two fifths of the rows a read of a 1,000-iteration run replayed)."""
+instead of one per step of the run (which would be two fifths of the rows a read of a 1,000-iteration
+run replays)."""
 
 
 def _fold_messages(current: list[AnyMessage] | None, writes: list[Any]) -> list[AnyMessage]:
     """Writes in order, in one pass. A write of new messages only (the loop's usual: a reply, a tool
     result) is appended, which is what `add_messages` makes of it; any other (an update or removal
     by id, a chunk, a message without an id) goes through `add_messages`. Folding every write with
-    `add_messages`, which copies and re-indexes the whole conversation each time, made a resume's
+    `add_messages`, which copies and re-indexes the whole conversation each time, would make a resume's
     replay of the writes since the last snapshot quadratic in their number, and indexing the
-    conversation's ids each step made a step's cost grow with the run (graph/fold_index.py keeps
+    conversation's ids each step would make a step's cost grow with the run (graph/fold_index.py keeps
     them). An empty write (a node with nothing to say this turn) adds nothing, not even a copy."""
     writes = [write for write in writes if write]
     if not writes:
@@ -163,7 +164,8 @@ class LoopState(TypedDict, total=False):
     messages: Annotated[list[AnyMessage], DeltaChannel(_fold_messages, snapshot_frequency=SNAPSHOT_EVERY)]
     """The actor's conversation: each AI tool call is paired with exactly one tool result."""
     observations: Annotated[list[dict[str, Any]], DeltaChannel(_fold_by_call_id, snapshot_frequency=SNAPSHOT_EVERY)]
-    """One record per tool call, climbing the grounding ladder intended → … → committed."""
+    """One record per tool call, climbing the grounding ladder: intended (proposed) → attempted (sent) →
+    observed (a result came back) → verified (its post-condition holds) → committed (in the committed result)."""
     context: dict[str, Any]
     """The last model request's measure: role, tokens, growth since that role's previous request,
     method (tokenizer or estimate), limit; `pressure` when the actor's next request needs compaction."""

@@ -33,7 +33,7 @@ class Check(BaseModel):
     args: dict[str, Any] = Field(default_factory=dict)
     """Arguments for the tool; they pass the same gate as any call."""
     kind: Literal["test", "artifact"] = "artifact"
-    """Tests run first, then artifact checks (seed 002's order)."""
+    """Tests run first, then artifact checks: the cheapest decisive evidence first."""
     expect_contains: str | None = None
     """Text the tool's output must contain."""
     expect_exit_code: int | None = None
@@ -176,11 +176,11 @@ class RunSettings(BaseModel):
     safety_review_below: float = 0.98
     """A critic's safety score below this sends the result to review however high its confidence."""
     review_unapproved_irreversible: bool = False
-    """Send a result to review when an irreversible side effect ran that no human approved (seed 000 §15.12.3)."""
+    """Send a result to review when an irreversible side effect ran that no human approved."""
     judge_samples: int = Field(default=1, ge=1, le=9)
     """Judge verdicts asked per verification; above 1 the majority decides and their agreement is a confidence signal."""
     repair_stall_window: int = Field(default=2, ge=0)
-    """Repair iterations without a better quality score after which repairing stops as stalled (seed 000 §15.2):
+    """Repair iterations without a better quality score after which repairing stops as stalled:
     the strategy escalates to a re-plan once, then the run ends (or a human reviews) keeping the best output. 0: off."""
     goal_check_every: int = Field(default=10, ge=0)
     """Actor turns between goal checks: a window of that many turns with no new verified observation, no plan

@@ -6,7 +6,7 @@ and finalize writes the same ending. Pure functions of the checkpointed state, i
 severity: safety, permission, loops, conflicting sources, and the periodic goal check
 (graph/quality/goal_check.py: a block of actor turns with no progress).
 
-Loop detection is seed 002's rule: the same call ending the same way three times without
+Loop detection: the same call ending the same way three times without
 progress (no verified call in between) is a loop — a refused `repeated_call`, the same
 `invalid_arguments`, the same tool error — and ends REPEATED_FAILURE with advice to change the
 approach, instead of spending the budget to its end.

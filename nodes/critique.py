@@ -1,4 +1,5 @@
-"""critique: an independent critic scores the output on seed 000's rubric and lists defects.
+"""critique: an independent critic scores the output on a weighted rubric (correctness, completeness,
+coherence, safety) and lists defects.
 
 When the critic and the verifier disagree (one passes what the other fails), an attended run asks
 a human to review rather than trusting either. So it does when the critic (or, before it, the
@@ -32,7 +33,7 @@ RUBRIC: dict[str, tuple[float, float]] = {
     "coherence": (0.20, 0.75),
     "safety": (0.15, 0.95),
 }
-"""dimension → (weight, minimum), seed 000 §15.6.2."""
+"""dimension → (weight, minimum): a score below a dimension's minimum fails it whatever the total."""
 
 
 class Scores(BaseModel):
@@ -47,7 +48,7 @@ class Defect(BaseModel):
     problem: str
     repair_hint: str = ""
     root_cause: RootCause | None = None
-    """One of seed 000's classes; a name outside them makes the reply unusable (asked again). Absent:
+    """One of the nine root-cause classes (graph/quality/diagnosis.py); a name outside them makes the reply unusable (asked again). Absent:
     the repair classifies the defect by the rubric dimension it hurts most."""
     step: str = ""
     """The plan step that produced the defective part, when the critic can tell; a name that is not a

@@ -119,7 +119,7 @@ def _find_cycle(steps: list[dict[str, Any]]) -> list[str] | None:
 
 
 def _budget_errors(steps: list[dict[str, Any]], budget: Budget, usage: dict[str, Any]) -> list[str]:
-    """A lower-bound estimate: each step not done yet needs at least one tool call (seed 001 early stop)."""
+    """A lower-bound estimate: each step not done yet needs at least one tool call, so a plan the budget cannot pay for stops before it starts."""
     needed_calls = sum(max(len(step.get("tools", [])), 1) for step in steps if step.get("status") != "done")
     if budget.tool_calls is not None:
         left = budget.tool_calls - usage.get("tool_calls", 0)

@@ -1,6 +1,6 @@
 """verify: check the final answer — that there is one and the output schema (hard gates), then
 the task's tests and artifact checks through tools, then the acceptance criteria through the judge
-model (seed 002's order: tests → artifacts → an LLM judge as the fallback). Each stage runs only
+model (tests → artifacts → an LLM judge as the fallback: deterministic evidence first). Each stage runs only
 if the one before it passed: a failing test is reason enough to repair, without paying for a judge.
 
 Each failure a check finds carries its root cause (graph/quality/diagnosis.py) where the check tells it: a
@@ -97,7 +97,7 @@ async def verify(state: dict[str, Any], services: Services) -> dict[str, Any]:
 
 async def judge(state: dict[str, Any], services: Services, request: list[Any]) -> tuple[JudgeReply | None, str | None, dict[str, Any], float | None]:
     """The judge's verdict; with `judge_samples` > 1, the majority's (a tie fails), and the share of
-    usable verdicts that agree with it (seed 000 §15.5.3), else None. Every sample is a counted call."""
+    usable verdicts that agree with it (a confidence signal), else None. Every sample is a counted call."""
     samples = state["settings"].get("judge_samples", 1)
     spent: dict[str, Any] = {"usage": {}}
     verdicts: list[JudgeReply] = []

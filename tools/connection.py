@@ -70,7 +70,7 @@ _STDERR_TAIL_LINES = 15
 _LIST_PAGE_CAP = 100
 _CLIENT_INFO = Implementation(name="boundloop", version="0.1.0")
 
-# Model-facing texts (STYLE §6): what happened, and what the model can do instead.
+# Model-facing texts: the model reads them as tool results, so each says what happened and what it can do instead.
 TIMED_OUT = (
     "timeout: {tool} gave no result within {timeout_s:g} s, so the call was cancelled. "
     "Ask for less (narrower arguments), or use another tool."

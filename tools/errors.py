@@ -1,6 +1,6 @@
 """errors: every exception the tools package raises, in one place.
 
-These are the *run-ending* channel (STYLE §6): the server config or the policy cannot be used,
+These are the *run-ending* channel (a terminal status or a CLI message, never a tool result the model reads): the server config or the policy cannot be used,
 or a server the run depends on did not start. Anything the model should read instead travels
 as a `CallOutcome` status (tools/outcome.py) and never as one of these.
 

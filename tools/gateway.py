@@ -1,6 +1,6 @@
 """gateway: decide every proposed tool call before anything runs, then run the admitted ones.
 
-Owns the order registry → arguments → resources → policy → budget → breakers (DESIGN §4); the
+Owns the order registry → arguments → resources → policy → budget → breakers; the
 dispatch waves (dependencies, then reads together and each write alone) are graph/schedule.py's.
 It composes the stage modules and holds no logic of its own beyond that order. Resolving what a
 call reaches touches the filesystem, so `admit_all` runs the stages in a worker thread.

@@ -1,6 +1,6 @@
 """outcome: what one tool call came to, as the gateway reports it to the loop.
 
-Every proposed call ends in exactly one `CallOutcome` (seed 003, invariant 1), whether it ran,
+Every proposed call ends in exactly one `CallOutcome` (so every tool call gets exactly one result message), whether it ran,
 was refused before running, or failed while running. The status names are the model-facing codes.
 """
 

@@ -27,7 +27,7 @@ from typing import Any, Iterable, Protocol
 from boundloop.tools.outcome import CallOutcome
 from boundloop.tools.registry import ToolHints, ToolRegistry, ToolSpec, qualified_name
 
-# Model-facing texts (STYLE §6): what happened, and what the model can do instead.
+# Model-facing texts: the model reads them as tool results, so each says what happened and what it can do instead.
 TOOL_CHANGED = (
     "tool_changed: {tool} was not run: MCP server {server!r} {what} since this run started, so it is no longer "
     "the tool this run was given. Continue without it, or report that the tool changed; a new run gets the new definition."

@@ -1,7 +1,7 @@
 """policy: the permission decision for one proposed tool call (allow, ask or deny).
 
 Owns the rule model, the precedence, the defaults drawn from MCP annotations, annotation trust,
-unattended mode, the risk-profile presets of seed 001 and the policy's version hash. Never
+unattended mode, the risk-profile presets and the policy's version hash. Never
 runs, approves or records anything: it returns a `Decision` that names the rule behind it.
 
 Precedence: across *all* matching rules (the user's and the profile's), deny > ask > allow;
@@ -283,7 +283,7 @@ def _describe(label: str, error: Any) -> str:
     return f"{label}: {loc or 'policy'}: {message} (got {got})."
 
 
-# Risk-profile presets (seed 001, "Risk Profile" table). Small on purpose: the defaults above
+# Risk-profile presets. Small on purpose: the defaults above
 # already allow trusted reads and ask for every write, so a preset only names what its row
 # lets run without a human (allow) or always wants one for (ask), and its fail-closed cases
 # (deny). Server names are the config names of the servers we ship or expect: `workspace`

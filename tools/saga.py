@@ -1,6 +1,6 @@
 """saga: how far a tool's effect can be undone, and the calls that undo a run's effects.
 
-Owns the reversibility class of a tool (DESIGN §7, seed 000 §15.10), the compensating call for
+Owns the reversibility class of a tool (pure, reversible, compensable, irreversible), the compensating call for
 each write of our shipped servers (workspace, records), and running those calls in reverse
 order. Never decides when to roll back and never records anything: the loop calls `compensate`
 on failure and puts the returned outcomes in its trace. A side effect sent but never answered
@@ -12,14 +12,14 @@ Classes, first match wins:
     a write whose compensation we know (signature of our servers)  → compensable
     anything else                                                  → irreversible
 Known writes are compensable, not reversible: the compensation restores the data but not all
-of the state (a record's version and timestamps move on, a file gets a new mtime), the seed's
-"≈ s". An idempotent but destructive tool whose undo we cannot describe (a sandbox command, a
+of the state (a record's version and timestamps move on, a file gets a new mtime): the state after is
+only close to the state before. An idempotent but destructive tool whose undo we cannot describe (a sandbox command, a
 third-party `write_file` that does not return what it replaced) is irreversible: we cannot undo
 what we cannot describe. An untrusted read-only claim does not make a tool pure, since an
 unchecked claim may not relax anything (as in policy.py and dispatch.py); it stays irreversible
 unless the user overrides it.
 
-Every compensation is safe to replay (seed §15.10.4). Writes that take an idempotency key get
+Every compensation is safe to replay, since a crash can stop a rollback halfway. Writes that take an idempotency key get
 `comp:<key of the forward call>`, so a replay returns the first response and changes nothing;
 a compensating delete treats "already absent" as done (`already_compensated`). Moving a file
 back takes no key: a replay finds nothing to move and changes nothing, but reports `failed`,

@@ -1,4 +1,4 @@
-"""cli_eval: `boundloop eval SUITE`, seed 001's evaluation metrics over a suite of scenarios.
+"""cli_eval: `boundloop eval SUITE`, the evaluation metrics (graph/evals/metrics.py) over a suite of scenarios.
 
 Exit codes: 0 every threshold of the suite met, 1 a threshold missed (a CI regression gate), 2 the
 suite file or the database cannot be used. Registered on the main `boundloop` app by importing
@@ -34,7 +34,7 @@ def eval_suite(
     markdown: Annotated[bool, typer.Option("--markdown", help="Print the metrics as a Markdown table (the README's).")] = False,
     database_url: DbFlag = None,
 ) -> None:
-    """Run a suite of scenarios and print seed 001's metrics; exit 1 when a suite threshold is missed."""
+    """Run a suite of scenarios and print the evaluation metrics; exit 1 when a suite threshold is missed."""
     missed: list[str] = []
 
     def action() -> None:
@@ -96,7 +96,7 @@ def _render(suite: Suite, outcomes: list[RunOutcome], metrics: dict[str, Metric]
 
 
 def metrics_table(metrics: dict[str, Metric], thresholds: dict[str, Bound]) -> Table:
-    table = Table(title="seed 001 metrics")
+    table = Table(title="evaluation metrics")
     for column in ("metric", "value", "threshold", "measured from"):
         table.add_column(column)
     for name, metric in metrics.items():

@@ -3,7 +3,7 @@
 Phases come from the trace's node events (each ends at `at` and lasted `elapsed_ms`), tool calls
 from the checkpointed observations and approval records, escalations from the approval requests.
 Budget consumption is drawn per dimension: the run's usage against each limit, and its course over
-the run where node events carry a running total (`budget_total`, seed 001's budget vector).
+the run where node events carry a running total (`budget_total`, the budget vector: tokens, cost, calls, retries, time).
 Calls are placed where the trace first names them (`calls`, `decisions` or `tool_calls`). Unknown
 event kinds and extra fields are ignored.
 """

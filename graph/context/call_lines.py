@@ -2,8 +2,8 @@
 
 Once a run has compacted, every actor request carries the record (graph/context/compaction.py), and the
 record lists every call the run made: one line per run of consecutive calls that agree on tool,
-status, stage and step. Grouping the whole history again for each request made a request's cost
-grow with the length of the run (3 ms at 1,000 calls). The lines are kept per run with the records
+status, stage and step. Grouping the whole history again for each request would make a request's
+cost grow with the length of the run (3 ms at 1,000 calls), so the lines are kept per run with the records
 they were made from. The next request's records are compared with those, by identity first, which is
 enough because the fold never changes a record in place (a write makes a new one, graph/state.py);
 only the group that holds the first record that differs is grouped again, with what follows it.

@@ -1,6 +1,6 @@
 """compaction: the context pressure gate, and the structural record that replaces old turns.
 
-Seed 001's state governance, applied to the actor's conversation. When the actor's next request
+What state must be kept, and what may be dropped, applied to the actor's conversation. When the actor's next request
 would pass `context_threshold` of its limit (the smaller of the model's context window and
 `budget.context_tokens`), the `compact` node runs first. It keeps the newest turns verbatim (an
 AI message with its tool results, never split: every tool call keeps exactly one result) and

@@ -1,6 +1,6 @@
 """memory: persistent memory that a run cannot poison — proposals, the write gate, recall, audit.
 
-Seed 001's state tiers, and where each lives here:
+The tiers of a run's memory, and where each lives here:
 - ephemeral scratchpad: the actor's conversation within a turn (`messages`), compacted or dropped;
 - structured task state: the checkpointed `LoopState` (graph/state.py);
 - retrieved evidence: `evidence` (plan evidence steps) and `memories` (recalled at intake), shown
@@ -36,7 +36,7 @@ ROOT = ("boundloop", "memory")
 VALIDATOR = "lexical-support@1"
 """Every significant word of the memory occurs in the cited observations' text."""
 APPROVAL_PROFILES = frozenset({"research_assistant"})
-"""Profiles whose persistent memory writes wait for a human (seed 001's research assistant)."""
+"""Profiles whose persistent memory writes wait for a human (the research assistant)."""
 DEFAULT_TTL_DAYS = 30
 MAX_TTL_DAYS = 365
 MAX_TEXT_CHARS = 500
@@ -170,7 +170,7 @@ def supported(memory: Mapping[str, Any]) -> bool:
 
 
 def memory_write_quality(memories: Iterable[Mapping[str, Any]]) -> float | None:
-    """Seed 001's "memory write quality": supported memory writes / total writes (None: no writes).
+    """The "memory write quality": supported memory writes / total writes (None: no writes).
 
     Pass the promoted memories, e.g. `promoted_by(trace_events)` for runs, or the values of
     `list_memories(store)`."""
@@ -275,8 +275,8 @@ async def set_status(store: BaseStore, item: Any, status: str, reason: str | Non
 
 async def rebuild(target: BaseStore, pool: Any, run_id: str) -> list[tuple[str, str | None]]:
     """Write again, as active, the memories the run's write gate promoted, each re-checked against
-    the stored payloads of its sources (present, same hash, still backing the text): seed 001's
-    "rebuild from trace" after a quarantine or a tampered store. Returns (key, why not rebuilt)."""
+    the stored payloads of its sources (present, same hash, still backing the text): the memory is
+    rebuilt from the trace after a quarantine or a tampered store. Returns (key, why not rebuilt)."""
     from boundloop.checkpoints.store import get_payload, read_trace
 
     outcomes: list[tuple[str, str | None]] = []

@@ -40,7 +40,7 @@ class Budget(BaseModel):
     wall_clock_s: float | None = 300.0
     """Seconds of active run time (time spent waiting for a human is not counted)."""
     repairs: int | None = 2
-    """Repair passes after a failed verification or critique (seed 001 reflection budget)."""
+    """Repair passes after a failed verification or critique (the reflection budget)."""
     replans: int | None = 2
     """Re-plans after the first plan: for a plan that failed validation, or a step whose calls kept
     failing (graph/quality/replan.py; each replaces only the affected steps)."""

@@ -1,8 +1,7 @@
-"""profiles: the risk-profile presets of seed 001 (budget defaults; policy rules live in boundloop.tools.policy).
+"""profiles: the risk-profile presets (budget defaults; policy rules live in boundloop.tools.policy).
 
-The numbers for research, coding and SRE are seed 001's budget table. Seed 001 gives no budget
-column for the support and procurement agents; theirs follow the research assistant (read-heavy,
-no autonomous mutation) with a tighter cost ceiling for procurement.
+Research, coding and SRE each have budget numbers of their own. The support and procurement
+agents follow the research assistant (read-heavy, no autonomous mutation) with a tighter cost ceiling for procurement.
 """
 
 from __future__ import annotations

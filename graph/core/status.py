@@ -1,4 +1,4 @@
-"""status: the terminal codes of seed 001, one enum whose values equal their names."""
+"""status: the terminal codes a run can end with, one enum whose values equal their names."""
 
 from __future__ import annotations
 

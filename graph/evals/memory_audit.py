@@ -1,4 +1,4 @@
-"""memory_audit: seed 001's "memory write quality" of one run, judged again after the run.
+"""memory_audit: the "memory write quality" of one run (promoted memories backed by verified observations, unsupported candidates rejected), judged again after the run.
 
 The run's write gate (nodes/remember.py) left a `memory` trace event with its verdict on every
 candidate. This module checks those verdicts from what an auditor has — the trace, the run's final

@@ -1,4 +1,4 @@
-"""metrics: seed 001's evaluation metrics over a suite's runs, and the suite's thresholds on them.
+"""metrics: the evaluation metrics (success, termination, trajectory, escalation, budget, grounding, trace, memory) over a suite's runs, and the suite's thresholds on them.
 
 Each metric is a value with the counts behind it ("38/40"), or None — not measured — when no run
 gives it a denominator. A threshold on an unmeasured metric is missed: a gate never passes on a

@@ -21,7 +21,7 @@ from boundloop.graph.core.status import Terminal
 from boundloop.graph.task import RunSettings, Task
 
 Mode = Literal["golden", "fault", "budget", "escalation", "replay", "policy", "soak"]
-"""Seed 001's test modes; each scenario says which one it exercises."""
+"""The test modes (golden, fault, budget, escalation, replay, policy, soak); each scenario says which one it exercises."""
 
 
 class SuiteError(ConfigError):
@@ -85,7 +85,7 @@ class Bound(BaseModel):
     min: float | None = None
     max: float | None = None
     why: str = ""
-    """Where the bound differs from seed 001's example target, the reason."""
+    """Where the bound is looser than the ideal (100% adherence, 1% timeouts), the reason."""
 
 
 METRICS = (

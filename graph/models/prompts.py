@@ -1,7 +1,7 @@
 """prompts: the system prompts of the model roles, versioned for the trace.
 
 The critic's prompt is its own and it is given only the task, the output, the evidence and the
-verifier's findings — never the actor's messages or reasoning (seed 000 §15.6).
+verifier's findings — never the actor's messages or reasoning, so it cannot inherit the actor's mistakes.
 """
 
 from __future__ import annotations

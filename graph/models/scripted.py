@@ -1,6 +1,6 @@
 """scripted: a real chat model that replays a JSON script, for tests and the offline demo.
 
-Script format (one file, documented in README "Scripted model"):
+Script format (one file, documented in graph/models/README.md, "Scripted model"):
 
     {"model_id": "scripted-demo",
      "roles": {"planner": [STEP, ...], "actor": [...], "judge": [...], "critic": [...]}}

@@ -1,6 +1,6 @@
 """confidence: how far a result can be trusted, from several signals, and whether a human must see it.
 
-Seed 000 §15.12.2 combines features f_j with learned weights. With no labelled runs to learn from,
+Confidence could combine features f_j with learned weights. With no labelled runs to learn from,
 the weights here are fixed and documented, and the combination is a weighted mean over the signals
 that apply to the run (a run with no tests is not marked down for having none), less a penalty per
 repair:
@@ -15,11 +15,11 @@ repair:
 | evidence | 0.10 | share of the output's checkable claims found in the run's observations (absent: none) |
 | consistency | 0.10 | share of judge samples agreeing with the majority (absent: one sample) |
 
-The disposition follows seed 000 §15.12.3: at or above `commit_threshold` the result commits — unless
+The disposition: at or above `commit_threshold` the result commits — unless
 an approval trigger holds, which sends it to review however high the score: an irreversible side
 effect no human approved (with `review_unapproved_irreversible`, off by default: the gate's policy
 already decides which irreversible calls need a human before they run), a safety score below `safety_review_below`, or a task flagged as needing
-approval. (The seed's "budget exceeded with partial output" trigger is the budget-extension
+approval. (A budget exceeded with partial output is not a trigger here: it is the budget-extension
 escalation, which happens before commit.)
 """
 

@@ -1,5 +1,5 @@
 """convergence: the quality score of each repair iteration, the best output so far, and stall detection
-(seed 000 §15.2: y(k) is measured per iteration; diminishing returns stop the loop early).
+(the quality score is measured per iteration; diminishing returns stop the loop early).
 
     score = 0.5 × critic + 0.5 × verification
 

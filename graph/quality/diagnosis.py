@@ -1,10 +1,10 @@
-"""diagnosis: root-cause classes of a defect and the repair strategy each one calls for (seed 000 §15.7).
+"""diagnosis: root-cause classes of a defect and the repair strategy each one calls for.
 
 A defect's class comes from the check that found it where a check can tell (verify tags its own
 failures: schema, test, artifact, tool error); otherwise from the critic, which names a class per
 defect; a defect nobody classified takes the class of the rubric dimension it hurts most.
 
-The strategy follows from the class and whether the defect is located (§15.7.2: the cheapest repair
+The strategy follows from the class and whether the defect is located (the cheapest repair
 likely to work), then escalates one rung each time the same class comes back after a repair:
 
     MINIMAL_EDIT → SECTION_REWRITE → REPLAN → HUMAN
@@ -85,7 +85,7 @@ DIMENSION_CAUSE: dict[str, RootCause] = {
 
 
 def base_strategy(cause: RootCause, location: str | None) -> Strategy:
-    """§15.7.2's choice: the cheapest strategy for the class, a minimal edit only at a precise location."""
+    """The cheapest strategy for the class, a minimal edit only at a precise location."""
     located, unlocated = _LOCATED_FIRST[cause]
     return located if location else unlocated
 

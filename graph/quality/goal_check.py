@@ -1,5 +1,5 @@
-"""goal_check: every N actor turns, is the run still moving toward its objective? (seed 002's progress
-validation; seed 003's goal loop: "is the objective still valid? what evidence proves progress?")
+"""goal_check: every N actor turns, is the run still moving toward its objective? Is the objective
+still valid, and what evidence proves progress?
 
 Owns the check and its record; never routes. At the start of actor turn T, T a multiple of
 `goal_check_every`, the act node calls `before_turn` (a model may be called in a node, never in a

@@ -1,4 +1,4 @@
-"""replan: targeted re-planning (seed 000 §15.3.3) — repair only the steps that broke.
+"""replan: targeted re-planning — repair only the steps that broke.
 
 A re-plan is requested with a cause when validation rejects a plan (validate_plan) or when a step
 is stuck after execution (observe: its calls failed `STEP_ATTEMPTS` times), or when a repair's

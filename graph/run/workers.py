@@ -61,7 +61,7 @@ logger = logging.getLogger("boundloop.workers")
 def queue_app(url: str | None = None) -> procrastinate.App:
     """The queue's app on `url` with its own small pool, or, without a URL, to be opened on a pool
     given to `open_async(pool=...)` (enough to defer jobs; a worker needs its own pool: a pool
-    with autocommit in its kwargs breaks the worker's listener, notes/scale-out.md)."""
+    with autocommit in its kwargs breaks the worker's listener)."""
     connector = procrastinate.PsycopgConnector(conninfo=url, min_size=1, max_size=QUEUE_POOL_SIZE) if url else procrastinate.PsycopgConnector()
     app = procrastinate.App(connector=connector, worker_defaults={
         "update_heartbeat_interval": HEARTBEAT_S,

@@ -1,4 +1,4 @@
-"""explain: seed 001's one-sentence account of a run, generated from its trace alone.
+"""explain: the one-sentence account of a run, generated from its trace alone.
 
 "Allowed to do X, chose path Y, called tools Z, spent budget B, updated state S from verified
 observations, terminated because T."

@@ -1,4 +1,4 @@
-"""trace_check: which of seed 001's Agent Run Trace fields a run's trace lacks.
+"""trace_check: which of the run trace's required fields a run's trace lacks.
 
 Read from the trace alone (checkpoints/store.py), so it judges what an auditor would have. A run
 still waiting or driven has no terminal code yet, and is reported as lacking it.

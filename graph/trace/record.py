@@ -1,4 +1,4 @@
-"""trace: write what each step did to the run's trace (seed 001's Agent Run Trace), and keep the run
+"""trace: write what each step did to the run's trace (the record that explains the run), and keep the run
 registry current.
 
 Each node writes its events in one statement when it settles (a tool task — one call sent by a
@@ -40,7 +40,7 @@ ROLES = ("planner", "actor", "judge", "critic", "goal_check")
 PROMPTS = {"planner": prompts.PLANNER, "actor": prompts.ACTOR + prompts.SCHEMA_RULE, "judge": prompts.JUDGE, "critic": prompts.CRITIC,
            "goal_check": prompts.GOAL_CHECK}
 BUDGET_KEYS = ("tokens", "cost_usd", "calls", "retries", "time_s", "context_tokens", "memory_writes")
-"""The budget vector of seed 001: tokens, cost, calls, retries, time, context, memory writes."""
+"""The budget vector a trace step records: tokens, cost, calls, retries, time, context, memory writes."""
 REOPENABLE = frozenset({Terminal.UNAVAILABLE_DEP.value})
 """Terminal codes a run can be continued from (runner._reopening): its trace stays open (runner closes the others)."""
 ESCALATING_NODES = ("approve", "escalate")

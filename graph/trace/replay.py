@@ -1,5 +1,5 @@
 """replay: rebuild a run's trajectory from its trace and check it against the compiled graph
-(seed 001's trajectory validity).
+(trajectory validity: every transition an edge of the graph).
 
 The legal transitions are read from the graph object itself (its drawn nodes and edges), never
 from a list of node names here, so a graph with other steps is judged by its own edges. Checked:

@@ -96,7 +96,7 @@ def build_server(database_url: str) -> MCPServer:
         async with pool.connection() as conn, conn.transaction():
             if key is not None and (stored := await store.claim(conn, key, request)) is not None:
                 first, response = stored
-                legacy = set(first) == {"tool"}  # claimed before requests were kept: only the tool is known
+                legacy = set(first) == {"tool"}  # an entry that kept only the tool: only the tool can be compared
                 if (first["tool"] != request["tool"]) if legacy else (first != request):
                     raise ToolError(KEY_REUSED.format(key=key, used_for=_describe(first), tool=request["tool"]))
                 return result.model_validate(response)

@@ -20,7 +20,7 @@ _COLUMNS = SQL("collection, id, data, version, created_at, updated_at")
 
 async def claim(conn: AsyncConnection, key: str, request: dict[str, Any]) -> tuple[dict[str, Any], Any] | None:
     """Claim `key` for `request` (the tool and its arguments), or return (request, response) stored
-    by the call that claimed it first (a key stored before requests were kept has only its tool).
+    by the call that claimed it first (a key stored with its tool alone, without its arguments, has only its tool).
 
     The claim is a row inserted in the caller's transaction: a concurrent call with the same key
     waits on it, then reads the committed response; if this transaction rolls back, so does the claim.

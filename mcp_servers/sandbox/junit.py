@@ -1,6 +1,6 @@
 """junit: read a test runner's JUnit XML into structured results the repair phase can act on.
 
-Seed 000 §15.5.2: a test result is (passed, failed, failures), each failure with its name, expected
+A test result is (passed, failed, failures), each failure with its name, expected
 and actual values, trace and source location. The XML comes from code the sandbox ran, so it is
 parsed with defusedxml (no entity expansion, no external references) before junitparser reads it.
 

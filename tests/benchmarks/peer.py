@@ -6,7 +6,7 @@
     .venv/bin/python -m tests.benchmarks.peer concurrency  # 50 and 200 runs at once, runs/s
     .venv/bin/python -m tests.benchmarks.peer concurrency --runs 50 --run-iterations 20  # the same, runs of 20 iterations
     .venv/bin/python -m tests.benchmarks.peer resume       # process start -> first step saved
-    .venv/bin/python -m tests.benchmarks.peer table        # all four, then the README's markdown table
+    .venv/bin/python -m tests.benchmarks.peer table        # all four, then the markdown table of tests/README.md
     .venv/bin/python -m tests.benchmarks.peer soak         # 1,000 iterations: time flat, storage linear (--system bare: the peer's; --reps N: N runs;
                                                            #   --context-tokens N: boundloop's context budget, compaction bounds each request)
     .venv/bin/python -m tests.benchmarks.peer read         # ms to read a thread's state after 200 and 1,000 iterations
@@ -18,7 +18,7 @@ never depend on node names: rows come from the saver's tables (per thread), roun
 psycopg (each wait on the server's socket counts one:
 a round trip, or one part of a pipelined batch), listings from the MCP client, iteration times
 from the MCP calls. The workspace server is trusted and says how long its tool list stands, so
-boundloop checks its reads against a listing that still stands (README, Pinned tools);
+boundloop checks its reads against a listing that still stands (tools/README.md, Pinned tools);
 `--list-every-call` measures what a server without that promise costs.
 Each figure is the median over the repetitions with its min–max, ratios are taken within each
 repetition; the load average is printed. Asserts nothing. Database: BOUNDLOOP_DATABASE_URL, else
@@ -430,7 +430,7 @@ async def read(bench: Bench, sizes: list[int], reps: int) -> dict[int, dict[str,
 
 def table(per_it: dict[str, Any], payload: dict[str, dict[int, int]], waves: dict[int, Wave],
           latency: dict[str, list[float]], reps: int) -> str:
-    """The README's performance table: medians, ratios to boundloop's in parentheses."""
+    """The performance table of tests/README.md: medians, ratios to boundloop's in parentheses."""
     def cell(values: dict[str, list[float]], system: str, digits: int = 1) -> str:
         ours, peer = values["boundloop"], values[system]
         if system == "boundloop":

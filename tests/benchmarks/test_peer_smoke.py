@@ -100,7 +100,7 @@ def test_a_soak_runs_three_times_and_every_other_command_five_unless_told() -> N
 
 
 def test_the_concurrency_command_takes_the_iterations_of_each_run() -> None:
-    assert parser().parse_args(["concurrency"]).run_iterations == 1  # the one-iteration figure, as before
+    assert parser().parse_args(["concurrency"]).run_iterations == 1  # the one-iteration figure by default
     assert parser().parse_args(["concurrency", "--runs", "50", "--run-iterations", "20"]).run_iterations == 20
     with pytest.raises(SystemExit):
         parser().parse_args(["concurrency", "--run-iterations", "0"])

@@ -106,8 +106,8 @@ def _terminate_lease_session(db_url: str, pg_admin_url: str) -> None:
 
 
 async def test_more_concurrent_runs_than_pool_connections_all_finish(db_url: str, tmp_path: Path, workspace: Path) -> None:
-    """The Runner's pool has 10 connections; leases used to hold one each for the whole run, so
-    the runs' own checkpoint writes waited for a connection until PoolTimeout."""
+    """The Runner's pool has 10 connections and leases hold none of them, so the runs' own
+    checkpoint writes never wait for a connection a lease holds (which would end in PoolTimeout)."""
     script = tmp_path / "script.json"
     roles = {"planner": [PLAN_ONE_STEP], "actor": [step(calls=[READ_NOTES]), step("done")], "critic": [CRITIC_PASS]}
     script.write_text(json.dumps({"model_id": "scripted-test", "roles": roles}))

@@ -1,7 +1,7 @@
 """The shipped evaluation suite (graph/evals/default.json) as CI's regression gate.
 
 The default test suite runs its `quick` scenarios (one or more per test mode); with
-BOUNDLOOP_EVAL_FULL=1 it runs all of them (README: Evaluation).
+BOUNDLOOP_EVAL_FULL=1 it runs all of them (graph/evals/README.md).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Every terminal code of seed 001 is reached through a real run (real Postgres, the real workspace
+"""Every terminal code is reached through a real run (real Postgres, the real workspace
 MCP server, the real graph; only the model is scripted), and each is written into the run's
 checkpointed state with its artifact. Plus the endings the loop decides itself: a loop of identical
 failures, a plan that is not complete, a post-condition that does not hold."""
@@ -189,7 +189,7 @@ async def test_a_cancel_is_written_into_the_checkpointed_state_with_its_halt_rec
 
 
 async def test_the_same_refused_call_three_times_ends_repeated_failure_long_before_the_budget(run_script):
-    """Seed 002: read twice (the second warned), then three identical calls refused as repeated_call
+    """The loop rule (the same call ending the same way three times is a loop): read twice (the second warned), then three identical calls refused as repeated_call
     end the run — not 27 refusals and BUDGET_EXHAUSTED advising more model turns."""
     report = await run_script({"planner": [PLAN_ONE_STEP], "actor": [step(calls=[READ_NOTES])] * 27})
     assert report.status == Terminal.REPEATED_FAILURE

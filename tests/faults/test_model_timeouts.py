@@ -20,7 +20,7 @@ from tests.graph.fake_openai import ANSWER, FakeOpenAI
 LEFT_S = 3.0
 """Seconds of budget the run has left when the hang starts."""
 MARGIN_S = 0.5
-"""How far past its budget the cut step may end (README, Budgets)."""
+"""How far past its budget the cut step may end (graph/models/README.md, Timeouts)."""
 PROBE = Path(__file__).parents[1] / "tools" / "servers" / "probe_server.py"
 
 

@@ -11,7 +11,7 @@ channel from the snapshot plus the deltas after it, the same reading code as at 
 
 BOUNDLOOP_LONG_SNAPSHOT_KILL=1 runs the same test at the product's own cadence instead: the killed
 process is left untouched and the run is long enough (TURNS) to pass SNAPSHOT_EVERY message updates
-first (minutes; README, Long runs).
+first (minutes; tests/README.md, Long soak and stress runs).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The compilation checkpoint of seed 001, on the real compiled graph."""
+"""The graph's build-time check, on the real compiled graph."""
 
 from __future__ import annotations
 

@@ -18,7 +18,7 @@ from boundloop.graph.core.status import Terminal
 from tests.graph.conftest import CRITIC_PASS, JUDGE_PASS, PLAN_ONE_STEP, step
 
 CALLS = int(os.environ.get("BOUNDLOOP_CONTEXT_CALLS", "60"))
-"""Tool calls of the long run; the README's 500-call command sets it."""
+"""Tool calls of the long run; the 500-call command of tests/README.md sets it."""
 LIMIT = 6_000
 """The context budget of the long run, in tokens (about 12,000 characters by the estimate)."""
 

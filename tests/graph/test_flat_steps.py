@@ -30,7 +30,7 @@ def turn(n: int) -> list[BaseMessage]:
 
 
 def whole_text_estimate(messages: list[BaseMessage], tools: list[dict[str, Any]] | None = None) -> int:
-    """The measure as it was defined before counts were kept: the whole request's text at once."""
+    """The measure without kept counts: the whole request's text at once."""
     import json
 
     text = "".join(size.message_text(message) for message in messages) + (json.dumps(tools) if tools else "")

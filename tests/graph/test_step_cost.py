@@ -178,7 +178,7 @@ def test_pinning_copies_the_tools_without_deep_copying_every_leaf_of_their_schem
 async def test_phase_progress_is_made_only_when_an_observer_takes_custom_events(runner, workspace, tmp_path, monkeypatch):
     """Each phase's progress record goes to `custom` stream consumers: a drive whose observer takes
     none does not build one at every node (nor ask LangGraph for the `custom` stream); an observer
-    with `custom` gets every phase's, in order, as before."""
+    with `custom` gets every phase's, in order."""
     from boundloop.graph import builder
 
     made: list[str] = []

@@ -1,4 +1,4 @@
-"""A test check's failures reach the repair prompt as located, structured records (seed 000 §15.5.2)."""
+"""A test check's failures reach the repair prompt as located, structured records (name, expected, actual, file:line)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The run trace: every field of seed 001's Agent Run Trace recorded, append-only, read-only after
+"""The run trace: every field of the run trace recorded, append-only, read-only after
 the run closed; the one-sentence explanation; replay of the trajectory against the compiled graph."""
 
 from __future__ import annotations

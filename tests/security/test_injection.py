@@ -105,7 +105,7 @@ async def test_plain_tool_results_are_not_flagged_and_the_run_commits(run_script
 
 
 async def test_denials_that_keep_coming_trip_the_breaker_even_without_a_flagged_result(run_script, workspace, servers):
-    """Seed 001, repeated permission denial: three denied calls end the run, whatever was read."""
+    """Repeated permission denial is a warning sign of its own: three denied calls end the run, whatever was read."""
     deletes = [{"name": "workspace__delete_file", "args": {"path": name}} for name in ("notes.md", "report.md", "README.md")]
     report = await run_script(
         {"planner": [PLAN_ONE_STEP], "actor": [step(calls=[deletes[0]]), step(calls=[deletes[1]]), step(calls=[deletes[2]]), step("done")]},

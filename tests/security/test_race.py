@@ -2,7 +2,7 @@
 
 Three angles: the timed stress over a real server (tests/security/race.py; a longer run is
 `python -m tests.security.race --seconds N`), a call held up mid-way by a FIFO while the swap is
-made (deterministic: the old check-then-open wrote outside every time), and both resolvers of
+made (deterministic: a check separate from the open would write outside every time), and both resolvers of
 `beneath` (openat2 and the O_NOFOLLOW walk used where the kernel lacks it) under the same swapping.
 """
 

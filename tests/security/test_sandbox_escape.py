@@ -1,9 +1,9 @@
-"""Each way a snippet used to get out of the sandbox, tried against a real sandbox server: all contained.
+"""Each way a snippet could get out of a weaker sandbox, tried against a real sandbox server: all contained.
 
-A snippet once could read /etc/shadow (the server runs as root here), write outside its root,
+The ways: read /etc/shadow (the server runs as root here), write outside its root,
 connect to a Unix socket of the host, outlive the wall-time kill with setsid() and a double fork,
 fork without limit, and kill its own server. What the sandbox does and does not contain is listed
-in the README ("Security model" > "Sandbox").
+in mcp_servers/README.md ("Sandbox").
 """
 
 from __future__ import annotations

@@ -143,7 +143,7 @@ async def _assert_trace_saved_with_its_steps(server: DevServer, thread_id: str) 
 async def test_a_thread_the_cli_started_is_finished_by_the_server(
     client: LangGraphClient, langgraph_dev: DevServer, context: dict[str, Any], workspace: Path
 ) -> None:
-    """Started by the CLI's runner, adopted by the server by id and finished there (README, "What
+    """Started by the CLI's runner, adopted by the server by id and finished there (graph/README.md, "What
     survives where"). The server's graphs take their versions from our saver (checkpoints/server.py):
     with the adapter's own 32-digit ones, the server's would compare smaller than the CLI's."""
     thread_id = str(uuid.uuid4())  # the server takes only UUIDs

@@ -83,7 +83,7 @@ async def until_next(client: LangGraphClient, thread_id: str, node: str) -> None
 
 
 async def test_every_stream_mode_runs_a_long_run_to_success(client: LangGraphClient, langgraph_dev: DevServer, tmp_path: Path, workspace: Path) -> None:
-    """More than 25 graph steps: `events` used to stop at langchain-core's default recursion limit."""
+    """More than 25 graph steps: `events` runs to the end, not to langchain-core's default recursion limit."""
     modes = ["values", "updates", "messages-tuple", "custom", "debug", "tasks", "checkpoints"]
     for stream_mode in (["events"], modes):
         thread = await client.threads.create()

@@ -1,4 +1,4 @@
-"""Two `langgraph dev` workers on one database (the README's "Several workers"): a thread waits
+"""Two `langgraph dev` workers on one database (graph/README.md, "Several workers"): a thread waits
 on one and is approved and finished on the other, its tool servers following it; and a thread
 one worker drives is not driven by the other."""
 
