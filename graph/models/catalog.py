@@ -103,7 +103,7 @@ def api_of(settings: dict[str, Any]) -> str:
 def _build(model: str, script: str | None, base_url: str | None, api: str = "chat_completions") -> BaseChatModel:
     if model == "scripted":
         if not script:
-            raise ModelNotConfigured("model 'scripted' needs a script: pass --script FILE (see README, Scripted model)")
+            raise ModelNotConfigured("model 'scripted' needs a script: pass --script FILE (its format: graph/models/README.md, Scripted model)")
         return ScriptedChatModel(script=load_script(script))
     api_key = os.environ.get("OPENAI_API_KEY")
     if not api_key:
