@@ -60,6 +60,11 @@ class Approval:
     payload: Any
 
 
+def expired(recorded: Approval) -> bool:
+    """The request was used after its expiry, so `decide` recorded it as a rejection."""
+    return recorded.expires_at is not None and recorded.decided_at is not None and recorded.decided_at > recorded.expires_at
+
+
 async def request_approval(
     pool: AsyncConnectionPool, *, thread_id: str, call_id: str, tool: str, args_hash: str, expires_at: float | None, payload: Any
 ) -> None:

@@ -105,7 +105,7 @@ async def _decision(request: dict[str, Any], call: dict[str, Any], pool: Any, ru
             except ApprovalRefused as error:
                 refusal = error.reason
                 continue
-            if _expired(recorded):
+            if approvals.expired(recorded):
                 return ApprovalDecision(decision="reject", message=EXPIRED.format(name=call["name"]), approver=decision.approver), recorded
             if decision.decision == "reject":
                 decision = decision.model_copy(update={"message": REJECTED.format(name=call["name"], message=decision.message or "no reason given")})
@@ -130,14 +130,9 @@ async def _claim(pool: Any, run_id: str, call: dict[str, Any], decision: Approva
                                       decision=decision.decision, approver=decision.approver, interrupt_id=None)
     except ApprovalRefused:
         recorded = await approvals.get_approval(pool, run_id, call["call_id"])
-        if recorded is not None and (recorded.decision == decision.decision or _expired(recorded)):
+        if recorded is not None and (recorded.decision == decision.decision or approvals.expired(recorded)):
             return recorded
         raise
-
-
-def _expired(recorded: Any) -> bool:
-    """The request was used after its expiry, so it was recorded as a rejection (boundloop.checkpoints.approvals)."""
-    return recorded.expires_at is not None and recorded.decided_at is not None and recorded.decided_at > recorded.expires_at
 
 
 def _request(call: dict[str, Any], payload: dict[str, Any]) -> dict[str, Any]:

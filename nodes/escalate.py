@@ -8,6 +8,7 @@ is computed from checkpointed state only, so a re-run of this node asks exactly 
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from langchain_core.messages import HumanMessage
@@ -16,21 +17,32 @@ from langgraph.types import interrupt
 from boundloop.checkpoints import approvals
 from boundloop.checkpoints.errors import ApprovalRefused
 from boundloop.graph.core import escalations
-from boundloop.graph.core.budget import Budget
+from boundloop.graph.core.budget import Budget, add_usage
 from boundloop.graph.core.escalations import EscalationAnswer
 from boundloop.graph.services import Services, current_run_id
 from boundloop.graph.core.status import Terminal, ending
+
+EXPIRED = "the {kind} request expired before a decision; treated as declined"
+
 
 async def escalate(state: dict[str, Any], services: Services) -> dict[str, Any]:
     kind, request = escalations.request(state)
     run_id, pool = current_run_id(), await services.pool()
     number = state["usage"].get("escalations", 0)
     call_id = f"e{number}.{kind}"
-    await approvals.request_approval(pool, thread_id=run_id, call_id=call_id, tool=kind, args_hash="", expires_at=None, payload=request)
+    timeout_s = state["settings"].get("approval_timeout_s")
+    expires_at = time.time() + timeout_s if timeout_s is not None else None  # a re-run asks again; the first request's expiry stands
+    await approvals.request_approval(pool, thread_id=run_id, call_id=call_id, tool=kind, args_hash="", expires_at=expires_at, payload=request)
     answer = EscalationAnswer.model_validate(interrupt({**request, "call_id": call_id}, response_schema=EscalationAnswer))
-    await _record(pool, run_id, call_id, answer)
+    recorded = await _record(pool, run_id, call_id, answer)
+    if recorded is not None and approvals.expired(recorded):
+        answer = EscalationAnswer(message=EXPIRED.format(kind=kind), approver=answer.approver)  # as a decline: the ending stands
     update = APPLY[kind](state, request, answer)
-    return {**update, "usage": {"escalations": 1}, "status": {"phase": "escalate", "resume_to": update.pop("resume_to", None)}}
+    usage: dict[str, Any] = {"escalations": 1}
+    if state["settings"].get("count_wait_time") and recorded is not None and recorded.decided_at is not None:
+        usage["wall_clock_s"] = (recorded.decided_at - recorded.created_at).total_seconds()
+    return {**update, "usage": add_usage(update.pop("usage", None), usage),
+            "status": {"phase": "escalate", "resume_to": update.pop("resume_to", None)}}
 
 
 def _approve_plan(state: dict[str, Any], request: dict[str, Any], answer: EscalationAnswer) -> dict[str, Any]:
@@ -101,9 +113,10 @@ APPLY = {"plan_approval": _approve_plan, "ask_user": _answer_question, "budget_e
          "disagreement": _settle_disagreement, "repair_review": _settle_repair}
 
 
-async def _record(pool: Any, run_id: str, call_id: str, answer: EscalationAnswer) -> None:
+async def _record(pool: Any, run_id: str, call_id: str, answer: EscalationAnswer) -> Any:
+    """Use the request once; the request as recorded (None when it cannot be read back)."""
     decision = "approve" if answer.accept or answer.answer or answer.grant else "reject"
     try:
-        await approvals.decide(pool, thread_id=run_id, call_id=call_id, args_hash="", decision=decision, approver=answer.approver, interrupt_id=None)
+        return await approvals.decide(pool, thread_id=run_id, call_id=call_id, args_hash="", decision=decision, approver=answer.approver, interrupt_id=None)
     except ApprovalRefused:
-        pass  # this node ran again after a crash: its answer is already on record
+        return await approvals.get_approval(pool, run_id, call_id)  # this node ran again after a crash: its answer is already on record

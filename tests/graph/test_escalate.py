@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import asyncio
+
+from boundloop.checkpoints import approvals
 from boundloop.graph.core.status import Terminal
 from tests.graph.conftest import CRITIC_PASS, JUDGE_PASS, PLAN_ONE_STEP, READ_NOTES, step
 
 FINAL = step("Ana publishes the notes.")
+WAIT_S = 3.0
+"""How long a human takes to answer, in the tests of expiry and charged waits."""
 LIST = {"name": "workspace__list_files", "args": {}}
 
 
@@ -107,3 +112,32 @@ async def test_a_rejected_disagreement_goes_to_repair_with_the_reviewers_reason(
     done = await runner.resume(waiting.thread_id, decisions={waiting.interrupts[0]["id"]: {"accept": False, "message": "say who owns it"}})
     assert done.status == Terminal.SUCCESS
     assert "human review: say who owns it" in done.values["quality"]["repairs"][0]["problems"]
+
+
+async def test_an_extension_granted_after_its_expiry_is_declined_and_the_wait_is_charged(run_script, runner):
+    """Escalations follow the tool approvals' rules: past `approval_timeout_s` a grant counts as a
+    decline (recorded so), and with `count_wait_time` the wait is charged to the wall clock."""
+    waiting = await run_script({"planner": [PLAN_ONE_STEP], "actor": [step(calls=[READ_NOTES]), step(calls=[LIST]), step(calls=[LIST]), FINAL],
+                                "critic": [CRITIC_PASS]},
+                               task={"budget": {"tool_calls": 1}}, approval_timeout_s=0.5, count_wait_time=True)
+    [item] = waiting.interrupts
+    await asyncio.sleep(WAIT_S)
+    done = await runner.resume(waiting.thread_id, decisions={item["id"]: {"grant": {"tool_calls": 3}, "approver": "ana"}})
+    assert done.status == Terminal.BUDGET_EXHAUSTED and not done.waiting
+    assert done.values["budget"]["tool_calls"] == 1
+    [record] = await approvals.history(runner.pool, waiting.thread_id)
+    assert record.approver.startswith("boundloop:expiry") and record.decision == "reject"
+    assert done.values["usage"]["wall_clock_s"] >= WAIT_S
+
+
+async def test_an_extension_granted_in_time_is_applied_and_its_wait_charged_only_when_asked(run_script, runner):
+    walls = {}
+    for counted in (True, False):  # the cold start (servers, pools) on the counted run, not on the one that must stay under the wait
+        waiting = await run_script({"planner": [PLAN_ONE_STEP], "actor": [step(calls=[READ_NOTES]), step(calls=[LIST]), FINAL],
+                                    "critic": [CRITIC_PASS]},
+                                   task={"budget": {"tool_calls": 1}}, approval_timeout_s=600, count_wait_time=counted)
+        await asyncio.sleep(WAIT_S)
+        done = await runner.resume(waiting.thread_id, decisions={waiting.interrupts[0]["id"]: {"grant": {"tool_calls": 3}}})
+        assert done.status == Terminal.SUCCESS
+        walls[counted] = done.values["usage"]["wall_clock_s"]
+    assert walls[True] >= WAIT_S > walls[False], walls
