@@ -191,6 +191,8 @@ class Runner:
 
     async def _snapshot(self, thread_id: str) -> StateSnapshot:
         """The run's latest checkpoint; `CheckpointUnreadable` when it does not decode."""
+        if "\x00" in thread_id:  # PostgreSQL text cannot hold it: no run can have such an id
+            raise RunNotFound(f"no run {thread_id!r}: a run id cannot contain a NUL character")
         try:
             return await self.graph.aget_state(_config(thread_id))
         except (psycopg.Error, PoolTimeout):

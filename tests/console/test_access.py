@@ -45,3 +45,12 @@ def test_the_console_command_refuses_a_public_address_without_a_token(monkeypatc
     assert done.exit_code == 2
     assert " ".join(done.output.split()) == ("error: --host 0.0.0.0 is not a loopback address: give a token (--token or BOUNDLOOP_CONSOLE_TOKEN) "
                                              "so only you can decide")
+
+
+def test_a_run_id_no_run_can_have_is_a_page_that_says_so(db_url):
+    """A NUL in the path reaches the database as no text can: the page says no such run (404), not 500."""
+    with TestClient(create_app(ConsoleSettings(database_url=db_url)), client=LOOPBACK, follow_redirects=False) as http:
+        for path in ("/console/runs/%00", "/console/runs/a%00b", "/console/runs/no-such-run"):
+            page = http.get(path)
+            assert page.status_code == 404, (path, page.status_code)
+            assert "no run" in page.text
