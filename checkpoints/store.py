@@ -125,7 +125,7 @@ SELECT thread_id, goal, profile, task_hash, created_at, updated_at, result, clos
        WHEN status = 'stopped' OR (status = 'running' AND NOT leased) THEN coalesce(error, %(died)s) END AS detail
 FROM leased"""
 GET_RUN = _READ_RUNS.format(where="WHERE r.thread_id = %(thread_id)s")
-LIST_RUNS = _READ_RUNS.format(where="") + " ORDER BY created_at DESC, thread_id LIMIT %(limit)s"
+LIST_RUNS = _READ_RUNS.format(where="") + " ORDER BY created_at DESC, thread_id LIMIT %(limit)s OFFSET %(offset)s"
 # The root a run already has, or this one: the insert and the read see the same snapshot.
 LANGSMITH_ROOT = """
 WITH new AS (
@@ -220,9 +220,9 @@ async def get_run(pool: AsyncConnectionPool, thread_id: str) -> Run | None:
     return None if row is None else Run(**row)
 
 
-async def list_runs(pool: AsyncConnectionPool, limit: int = 20) -> list[Run]:
-    """Newest first, each as `get_run` tells it."""
-    return [Run(**row) for row in await _all(pool, LIST_RUNS, {"limit": limit, "died": DIED_SILENTLY})]
+async def list_runs(pool: AsyncConnectionPool, limit: int = 20, offset: int = 0) -> list[Run]:
+    """Newest first, each as `get_run` tells it; `offset` newer ones skipped."""
+    return [Run(**row) for row in await _all(pool, LIST_RUNS, {"limit": limit, "offset": offset, "died": DIED_SILENTLY})]
 
 
 # -- trace -----------------------------------------------------------------------------------

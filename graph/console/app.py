@@ -96,14 +96,21 @@ HEADERS = {
 }
 
 
+RUNS_PER_PAGE = 200
+
+
 def create_app(settings: ConsoleSettings) -> Starlette:
     console = Console(settings)
 
     async def runs(request: Request) -> Response:
+        page = request.query_params.get("page", "1")
+        if not page.isdigit() or int(page) < 1:
+            return console.page("refused.html", status=400, reason=f"page {page!r} is not a page number: use ?page=1, 2, …")
+        number = int(page)
         runner = await console.runner()
-        rows = await runner.runs(limit=200)
+        rows = await runner.runs(limit=RUNS_PER_PAGE + 1, offset=(number - 1) * RUNS_PER_PAGE)
         waiting = len(await inbox.pending(runner))
-        return console.page("runs.html", runs=rows, waiting=waiting)
+        return console.page("runs.html", runs=rows[:RUNS_PER_PAGE], waiting=waiting, page=number, more=len(rows) > RUNS_PER_PAGE)
 
     async def run(request: Request) -> Response:
         return await _run_page(console, request.path_params["run_id"], notice=console.notices.pop(request.query_params.get("done", ""), None))

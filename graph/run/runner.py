@@ -180,9 +180,9 @@ class Runner:
         status = snapshot.values.get("status", {}).get("terminal") or (_waiting_for(interrupts) if interrupts else "INTERRUPTED")
         return RunReport(thread_id, str(status), dict(snapshot.values), interrupts)
 
-    async def runs(self, limit: int = 50) -> list[dict[str, Any]]:
-        """The newest runs, each with the worker driving it when the worker pool does (`worker`)."""
-        rows = [asdict(run) for run in await store.list_runs(self.pool, limit=limit)]
+    async def runs(self, limit: int = 50, offset: int = 0) -> list[dict[str, Any]]:
+        """The newest runs (`offset` newer ones skipped), each with the worker driving it when the worker pool does (`worker`)."""
+        rows = [asdict(run) for run in await store.list_runs(self.pool, limit=limit, offset=offset)]
         held = await queue.holders(self.pool, [row["thread_id"] for row in rows])
         return [row | {"worker": held.get(row["thread_id"])} for row in rows]
 

@@ -3,9 +3,13 @@ cross-site decisions, and `boundloop console` refusing a public address without 
 
 from __future__ import annotations
 
+import re
+import uuid
+
 from starlette.testclient import TestClient
 from typer.testing import CliRunner
 
+from boundloop.checkpoints import upsert_run
 from boundloop.graph.cli.app import app
 from boundloop.graph.console import ConsoleSettings, create_app
 
@@ -54,3 +58,25 @@ def test_a_run_id_no_run_can_have_is_a_page_that_says_so(db_url):
             page = http.get(path)
             assert page.status_code == 404, (path, page.status_code)
             assert "no run" in page.text
+
+
+async def test_the_runs_list_pages_past_two_hundred_runs(db_url, pool):
+    """Every run is reachable by following "older runs" from the first page, 200 to a page."""
+    mine = {f"page-{uuid.uuid4().hex[:6]}-{n:03d}" for n in range(205)}
+    for thread in mine:
+        await upsert_run(pool, thread_id=thread, goal="paging", profile="research", status="SUCCESS", task_hash="h")
+    seen, path, pages = set(), "/console/", 0
+    with TestClient(create_app(ConsoleSettings(database_url=db_url)), client=LOOPBACK, follow_redirects=False) as http:
+        while path:
+            page = http.get(path)
+            assert page.status_code == 200
+            rows = re.findall(r'data-run="([^"]+)"', page.text)
+            assert len(rows) <= 200 and (pages == 0 or 'rel="prev"' in page.text)
+            seen.update(rows)
+            pages += 1
+            older = re.search(r'rel="next" href="([^"]+)"', page.text)
+            path = older.group(1) if older else None
+        assert mine <= seen and pages >= 2
+        for bad in ("0", "-1", "two", "1.5"):
+            refused = http.get(f"/console/?page={bad}")
+            assert refused.status_code == 400 and "not a page number" in refused.text
