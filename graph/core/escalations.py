@@ -88,3 +88,22 @@ def can_ask_a_human(state: dict[str, Any]) -> bool:
     """An attended run with an escalation left: a human can review what a model could not judge."""
     limit = Budget.model_validate(state["budget"]).escalations
     return not state["settings"].get("unattended") and (limit is None or state["usage"].get("escalations", 0) < limit)
+
+
+def waiting_status(requests: list[Any]) -> str:
+    """The waiting status of a paused run, from what its first pending request asks."""
+    request = requests[0] if requests and isinstance(requests[0], dict) else {}
+    return {
+        "ask_user": request.get("code", Terminal.MISSING_INFO),
+        "elicitation": Terminal.MISSING_INFO,
+        "review": Terminal.REVIEW_REQUIRED,
+        "budget_extension": (request.get("ending") or {}).get("code", Terminal.BUDGET_EXHAUSTED),
+    }.get(request.get("type"), Terminal.CONFIRM_REQUIRED)
+
+
+def waiting_for(requests: list[Any]) -> str:
+    """What a paused run waits for, e.g. `CONFIRM_REQUIRED: tool_approval a2.1 workspace__write_file`."""
+    asks = [" ".join(str(part) for part in (request.get("type"), request.get("call_id"), request.get("name")) if part)
+            for request in requests if isinstance(request, dict)]
+    status = waiting_status(requests)
+    return f"{status}: {'; '.join(asks)}" if asks else status

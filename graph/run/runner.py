@@ -34,6 +34,7 @@ from boundloop.checkpoints.errors import ApprovalRefused, CheckpointUnreadable, 
 from boundloop.checkpoints.pool import database_url, open_pool
 from boundloop.checkpoints.saver import postgres_saver
 from boundloop.graph.builder import RECURSION_LIMIT, build_graph
+from boundloop.graph.core import escalations
 from boundloop.graph.core.errors import ConfigError, RunExists, RunNotFound, RunStopped
 from boundloop.graph.trace import langsmith as langsmith_trace
 from boundloop.graph.run.halt import halt
@@ -177,7 +178,7 @@ class Runner:
         if not snapshot.values:
             raise RunNotFound(f"no run {thread_id!r} in this database; list runs with `boundloop runs`")
         interrupts = [{"id": item.id, "value": item.value} for item in snapshot.interrupts]
-        status = snapshot.values.get("status", {}).get("terminal") or (_waiting_for(interrupts) if interrupts else "INTERRUPTED")
+        status = snapshot.values.get("status", {}).get("terminal") or (escalations.waiting_status([item["value"] for item in interrupts]) if interrupts else "INTERRUPTED")
         return RunReport(thread_id, str(status), dict(snapshot.values), interrupts)
 
     async def runs(self, limit: int = 50, offset: int = 0) -> list[dict[str, Any]]:
@@ -237,7 +238,7 @@ class Runner:
                 raise RunStopped(thread_id, error) from error
             report = seen.ended(thread_id) or await self.report(thread_id)
             if report.waiting:
-                await store.set_run_status(self.pool, thread_id, store.WAITING, result={"waiting_for": _what_for(report)})
+                await store.set_run_status(self.pool, thread_id, store.WAITING, result={"waiting_for": escalations.waiting_for([item["value"] for item in report.interrupts])})
             elif (report.values.get("status") or {}).get("terminal") not in (None, *REOPENABLE):
                 await store.close_run(self.pool, thread_id)  # after finalize's checkpoint: a finalize re-run after a kill still writes its trace
             return report
@@ -394,15 +395,6 @@ def _one_line(error: BaseException) -> str:
     return (text or type(error).__name__)[:300]
 
 
-def _what_for(report: RunReport) -> str:
-    """What a waiting run waits for, e.g. `CONFIRM_REQUIRED: tool_approval a2.1 workspace__write_file`."""
-    asks = []
-    for item in report.interrupts:
-        value = item["value"] if isinstance(item["value"], dict) else {}
-        asks.append(" ".join(str(part) for part in (value.get("type"), value.get("call_id"), value.get("name")) if part))
-    return f"{report.status}: {'; '.join(asks)}" if asks else report.status
-
-
 def _reopening(values: dict[str, Any]) -> Command | None:
     """A run that ended UNAVAILABLE_DEP continues at the phase its dependency stopped (`resume_to`)."""
     stopped = values.get("ending") or {}
@@ -447,17 +439,6 @@ def _as_answer(decision: dict[str, Any]) -> dict[str, Any]:
     if "answer" not in answer and "grant" not in answer:
         answer["accept"] = decision.get("decision") == "approve"
     return answer
-
-
-def _waiting_for(interrupts: list[dict[str, Any]]) -> str:
-    """The waiting status of a paused run, from what its first pending request asks."""
-    request = interrupts[0]["value"] if isinstance(interrupts[0]["value"], dict) else {}
-    return {
-        "ask_user": request.get("code", Terminal.MISSING_INFO),
-        "elicitation": Terminal.MISSING_INFO,
-        "review": Terminal.REVIEW_REQUIRED,
-        "budget_extension": (request.get("ending") or {}).get("code", Terminal.BUDGET_EXHAUSTED),
-    }.get(request.get("type"), Terminal.CONFIRM_REQUIRED)
 
 
 def _expired_rejections(interrupts: Any) -> dict[str, Any]:

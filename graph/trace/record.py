@@ -99,6 +99,9 @@ async def record_interrupt(services: Services, run_id: str, node: str, requests:
     data = {"step": step, "checkpoint_id": checkpoint, "requests": [getattr(item, "value", item) for item in requests]}
     langsmith_trace.event("interrupt", secrets.redact(data))
     await _append(services, run_id, [("interrupt", node, data)])
+    # Whoever drives the run (a Runner, the LangGraph server), the registry says it waits, and for what.
+    await store.set_run_status(await services.pool(), run_id, store.WAITING,
+                               result={"waiting_for": escalations.waiting_for(secrets.redact(data["requests"]))})
 
 
 async def _append(services: Services, run_id: str, events: list[tuple[str, str, dict[str, Any]]]) -> None:

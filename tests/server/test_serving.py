@@ -309,6 +309,9 @@ async def test_the_console_route_decides_a_server_thread_through_the_server_api(
     assert out.get("__interrupt__"), out
 
     async with httpx.AsyncClient(base_url=langgraph_dev.url, timeout=60.0) as http:
+        listed = await http.get("/console/")
+        [row] = re.findall(rf'<tr data-run="{thread_id}">.*?</tr>', listed.text, re.S)
+        assert 'class="status waiting"' in row and "CONFIRM_REQUIRED: tool_approval a0.0 workspace__delete_file" in row, row
         inbox = await http.get("/console/inbox")
         assert inbox.status_code == 200, inbox.text[:500]
         [article] = re.findall(rf'<article class="request" data-call="a0.0" data-run="{thread_id}">.*?</article>', inbox.text, re.S)
