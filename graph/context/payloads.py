@@ -24,6 +24,9 @@ from boundloop.graph.services import Services, current_run_id
 from boundloop.tools.gateway import ProposedCall, as_data
 
 NAME = "boundloop__fetch_payload"
+RULE = "builtin:fetch_payload"
+"""The decision behind every read of this run's own stored payloads: allowed within the budget (no
+server, no side effect, nothing outside the run)."""
 SERVER = "boundloop"
 SPEC = {
     "type": "function",
@@ -66,8 +69,9 @@ async def answer(state: dict[str, Any], services: Services, calls: list[Proposed
         messages.append(ToolMessage(text, tool_call_id=call.tool_call_id, name=NAME, status="success" if status == "ok" else "error"))
         observations.append({
             "call_id": call.call_id, "tool_call_id": call.tool_call_id, "tool": NAME, "server": SERVER, "side_effect": False,
-            "args_hash": hashlib.sha256(repr(call.args).encode()).hexdigest(), "phase": "act", "stage": "observed",
-            "status": status, "grounded": True, "chars": len(text),
+            "args_hash": hashlib.sha256(repr(call.args).encode()).hexdigest(), "phase": "act",
+            "stage": "intended" if status == "budget_exceeded" else "observed", "status": status, "grounded": True, "chars": len(text),
+            "builtin": True, "rule": RULE,
         })
     return {"messages": messages, "observations": observations, "usage": usage}
 

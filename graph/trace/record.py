@@ -175,8 +175,10 @@ def _decisions(update: dict[str, Any]) -> list[dict[str, Any]]:
     """The permission decision on each call proposed in this step: the gate's in act's step (allow,
     ask, or the refusal; act also reports calls a provider already ran, which were not decided
     here), and verify's on the task's checks, which the same gateway admitted in verify's own step
-    (a refused check never runs and leaves no observation, so each one there was allowed)."""
+    (a refused check never runs and leaves no observation, so each one there was allowed), and the
+    built-in payload read's, which act decides and runs in its own step (allowed, or refused by the budget)."""
     checks = [_decision(obs, "allow") for obs in update.get("observations", []) if obs.get("phase") == "verify"]
+    checks += [_decision(obs, "allow" if obs["stage"] == "observed" else obs["status"]) for obs in update.get("observations", []) if obs.get("builtin")]
     if "dispatch" not in update:
         return checks
     allowed = {call["call_id"]: call for wave in update.get("dispatch") or [] for call in wave}

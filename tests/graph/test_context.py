@@ -13,6 +13,7 @@ from langchain_core.messages import AIMessage, ToolMessage
 
 from boundloop.checkpoints import store
 from boundloop.graph.models import size
+from boundloop.graph.trace.replay import replay_run
 from boundloop.graph.models.catalog import model_for
 from boundloop.graph.core.status import Terminal
 from tests.graph.conftest import CRITIC_PASS, JUDGE_PASS, PLAN_ONE_STEP, step
@@ -104,7 +105,7 @@ async def test_compaction_that_cannot_make_room_halts_before_the_call(run_script
     assert [event["node"] for event in events if event["node"] in ("act", "compact")] == ["act", "compact"]
 
 
-async def test_the_model_reads_back_what_compaction_dropped_and_nothing_of_another_run(run_script, long_notes, pool):
+async def test_the_model_reads_back_what_compaction_dropped_and_nothing_of_another_run(run_script, runner, long_notes, pool):
     foreign = await store.put_payload(pool, "another-run", "a0.0", "another run's output")
     fetches = [{"name": "boundloop__fetch_payload", "args": {"ref": "a0.0"}},
                {"name": "boundloop__fetch_payload", "args": {"ref": foreign}}]
@@ -119,6 +120,8 @@ async def test_the_model_reads_back_what_compaction_dropped_and_nothing_of_anoth
     statuses = {obs["call_id"]: obs["status"] for obs in report.values["observations"]}
     assert (statuses["a3.0"], statuses["a3.1"]) == ("ok", "not_found")
     assert report.values["usage"]["per_tool"]["boundloop__fetch_payload"] == 2
+    replayed = await replay_run(pool, report.thread_id, runner.graph)
+    assert replayed.valid, replayed.problems
 
 
 async def _shown(report: Any, pool: Any, call_id: str) -> str:
