@@ -138,7 +138,7 @@ def build_server(root: Path, limits: Limits) -> MCPServer:
         Exit code 127 with a 'failed to execute' message means the program is not on PATH.
         """
         active = confined()
-        names = parts(root, cwd)
+        names = parts(beneath, cwd)
         _require_directory(beneath, names, cwd)
         return await run(active, argv, cwd=root.joinpath(*names), stdin=None, timeout_s=timeout_s)
 
@@ -157,7 +157,7 @@ def build_server(root: Path, limits: Limits) -> MCPServer:
         failed; `expected`/`actual` are filled when the assertion compares with `==`.
         """
         active = confined()
-        names = parts(root, cwd)
+        names = parts(beneath, cwd)
         _require_directory(beneath, names, cwd)
         report = f".boundloop-junit-{secrets.token_hex(8)}.xml"
         argv = [PYTHON, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-o", "junit_family=xunit1", f"--junitxml={report}", "--", *paths]

@@ -9,6 +9,7 @@ Resolution uses `openat2(2)` with RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLV
 where the kernel has it (Linux 5.6+; syscall 437; Python has no wrapper); elsewhere a walk opens
 one component at a time with O_NOFOLLOW from the directory descriptor before it. Both refuse a
 symlink with ELOOP. Callers pass names only, never '.', '..' or '/': `paths.parts` makes them.
+The one exception, `blocks_dotdot`, walks a path as written to check that its '..' are sound.
 """
 
 from __future__ import annotations
@@ -85,6 +86,31 @@ class Beneath:
             return _openat2(start, "/".join(parts), flags, mode)
         with self.directory(parts[:-1], dir_fd=start) as parent:
             return _open_last(parent, parts[-1], flags, mode)
+
+    def blocks_dotdot(self, written: Sequence[str]) -> str | None:
+        """The first name of `written` (a relative path split at '/', '..' included) that a '..'
+        would step back over but that is not a directory reached without following a symlink; None
+        when there is none. Each '..' returns to the descriptor it came from, so no rename or
+        symlink swap can make it lead anywhere else."""
+        stack = [os.dup(self.fd)]
+        try:
+            for name in written:
+                if name in ("", "."):
+                    continue
+                if name == "..":
+                    if len(stack) == 1:
+                        return name
+                    os.close(stack.pop())
+                    continue
+                try:
+                    child = _open_last(stack[-1], name, _PATH | os.O_DIRECTORY, 0)
+                except OSError:  # a symlink (ELOOP), a file (ENOTDIR), nothing (ENOENT)
+                    return name
+                stack.append(child)
+            return None
+        finally:
+            for fd in stack:
+                os.close(fd)
 
     @contextmanager
     def directory(self, parts: Sequence[str], *, dir_fd: int | None = None, create: bool = False) -> Iterator[int]:

@@ -138,7 +138,7 @@ def build_server(
         'other'. Returns at most 1000 entries; `truncated` says when there were more (narrow `path`
         or `pattern`).
         """
-        names = parts(root, path)
+        names = parts(beneath, path)
         with (
             directory_to_read(names, path) as fd,
             closing(walk(beneath, fd, _prefix(names), recursive=recursive)) as found,
@@ -164,7 +164,7 @@ def build_server(
         `next_offset` says where to continue. Files over 10 MB, non-text files, symlinks and
         special files are refused.
         """
-        names = parts(root, path)
+        names = parts(beneath, path)
         text = files.read_text(
             names,
             path,
@@ -200,7 +200,7 @@ def build_server(
         """
         if not query:
             raise ToolError(EMPTY_ARGUMENT.format(name="query", purpose="find"))
-        names = parts(root, path)
+        names = parts(beneath, path)
         matches: list[Match] = []
         scanned = 0
         truncated = False
@@ -249,7 +249,7 @@ def build_server(
         With `idempotency_key`, a repeat (even after a server crash) returns the first result and
         writes nothing new.
         """
-        names = parts(root, path)
+        names = parts(beneath, path)
         size = len(content.encode())
         if size > max_write_bytes:
             raise ToolError(CONTENT_TOO_LARGE.format(size=size, tool="write_file", limit=max_write_bytes))
@@ -297,7 +297,7 @@ def build_server(
         """
         if not old:
             raise ToolError(EMPTY_ARGUMENT.format(name="old", purpose="replace"))
-        names = parts(root, path)
+        names = parts(beneath, path)
         text = files.read_text(
             names, path, tool="edit_file", limit_bytes=max_write_bytes, fix="it is too large to edit"
         )
@@ -335,7 +335,7 @@ def build_server(
         Never overwrites: an existing destination is refused. A symlink is moved as a link. Undo by
         moving it back.
         """
-        origin, target = parts(root, source), parts(root, destination)
+        origin, target = parts(beneath, source), parts(beneath, destination)
         if not origin:
             raise ToolError(ROOT_NOT_MOVABLE.format(path=source))
         if not target:
@@ -358,7 +358,7 @@ def build_server(
         Directories, symlinks, special files, binary files and files over the write limit are
         refused (their content could not be returned for undo).
         """
-        names = parts(root, path)
+        names = parts(beneath, path)
         content = files.delete_text(
             names, path, limit_bytes=max_write_bytes, fix="its content could not be returned for undo, so it is kept"
         )
