@@ -113,14 +113,19 @@ class Beneath:
                 os.close(fd)
 
     @contextmanager
-    def directory(self, parts: Sequence[str], *, dir_fd: int | None = None, create: bool = False) -> Iterator[int]:
-        """A path descriptor of the directory `parts` for `*at` calls; with `create`, missing ones are made."""
+    def directory(
+        self, parts: Sequence[str], *, dir_fd: int | None = None, create: bool = False, made: list[int] | None = None
+    ) -> Iterator[int]:
+        """A path descriptor of the directory `parts` for `*at` calls; with `create`, missing ones are
+        made, and the number of names each made directory has in `parts` is added to `made`."""
         start = self.fd if dir_fd is None else dir_fd
         if create or not self.uses_openat2:
             fd = os.dup(start)
             try:
-                for name in parts:
-                    fd = _step(fd, name, create)
+                for depth, name in enumerate(parts, start=1):
+                    fd, new = _step(fd, name, create)
+                    if new and made is not None:
+                        made.append(depth)
             except BaseException:
                 os.close(fd)
                 raise
@@ -132,19 +137,22 @@ class Beneath:
             os.close(fd)
 
 
-def _step(parent: int, name: str, create: bool) -> int:
-    """Replace `parent` (closed) by its child directory `name`, made first when `create` and missing."""
+def _step(parent: int, name: str, create: bool) -> tuple[int, bool]:
+    """Replace `parent` (closed) by its child directory `name`, made first when `create` and
+    missing; with whether this call made it."""
+    new = False
     try:
         if create:
             try:
                 os.mkdir(name, 0o777, dir_fd=parent)  # mkdirat never follows a symlink in the name
+                new = True
             except FileExistsError:
                 pass
         child = _open_last(parent, name, _PATH, 0)
         if not stat.S_ISDIR(os.fstat(child).st_mode):
             os.close(child)
             raise OSError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), name)
-        return child
+        return child, new
     finally:
         os.close(parent)
 
