@@ -109,7 +109,7 @@ def resolve(spec: ToolSpec, arguments: Mapping[str, Any], patterns: Iterable[str
     """The call's resources resolved on this host, with `patterns` (the policy's path globs that
     apply to this tool) resolved against the same root. Touches the filesystem."""
     root = os.path.realpath(spec.root) if spec.root else None
-    resolved = {pattern: made for pattern in patterns if (made := _pattern(pattern, root)) is not None}
+    resolved = {pattern: made for pattern in patterns if (made := path_pattern(pattern, root)) is not None}
     return _collect(spec, arguments, root=root, resolve=True, patterns=resolved)
 
 
@@ -220,7 +220,9 @@ def _program(program: str) -> str | None:
     return os.path.realpath(found) if found else None
 
 
-def _pattern(pattern: str, root: str | None) -> PathPattern | None:
+def path_pattern(pattern: str, root: str | None) -> PathPattern | None:
+    """A rule's path glob made absolute (from `root`) with its fixed leading directory resolved
+    through symlinks; None for a relative glob without a root. Touches the filesystem."""
     if os.path.isabs(pattern):
         absolute = pattern
     elif root is None:

@@ -57,13 +57,14 @@ Cwd = Annotated[
 ]
 
 
-def build_server(root: Path, limits: Limits) -> MCPServer:
-    """A sandbox server running children in `root` (created if missing) under `limits`."""
+def build_server(root: Path, limits: Limits, hidden: tuple[str, ...] = ()) -> MCPServer:
+    """A sandbox server running children in `root` (created if missing) under `limits`, with what
+    the `hidden` globs name under the root masked in every child's view."""
     root.mkdir(parents=True, exist_ok=True)
     root = root.resolve()
     beneath = Beneath(root)
     adopt_orphans()
-    sandbox = prepare(root, limits)
+    sandbox = prepare(root, limits, hidden)
     if isinstance(sandbox, str):
         print(UNAVAILABLE.format(reason=sandbox), file=sys.stderr, flush=True)
     runs = ToolAnnotations(
