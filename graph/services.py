@@ -26,6 +26,7 @@ from boundloop.tools import pinning
 from boundloop.tools.bridge import MCPBridge
 from boundloop.tools.config import load_servers
 from boundloop.tools.registry import ToolRegistry
+from boundloop.tools.sandbox_hiding import hiding_denied
 from boundloop.tools.shared_sessions import SharedSessions
 
 
@@ -142,7 +143,8 @@ class Services:
             bridge = self._bridges.get(run_id)
             if bridge is None:
                 # Off the event loop: the bridge reads the cwd, and the config may be a file, which `langgraph dev` forbids on the loop.
-                configs = await asyncio.to_thread(load_servers, servers_config(settings))
+                # Sandbox servers start with the policy's denied paths hidden from their children.
+                configs = await asyncio.to_thread(lambda: hiding_denied(load_servers(servers_config(settings)), settings))
                 auth = None
                 if any(config.oauth for config in configs.values()):
                     from boundloop.tools import oauth  # cryptography and the SDK's OAuth client: only for servers that log in

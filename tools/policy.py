@@ -26,7 +26,8 @@ Unattended mode turns every ask (from a rule or a default) into deny `unattended
 rule that asked in the reason. Rules match server and tool by glob (`fnmatch`, case-sensitive),
 and optionally what the call reaches, resolved by `boundloop.tools.resources` before the decision:
 - `paths`: globs over real paths (relative ones are taken from the server's root; `*` crosses
-  `/`; `dir/**` names `dir` and everything below it);
+  `/`; `dir/**` names `dir` and everything below it); a path whose '..' reads differently by name
+  than through its symlinks reaches both places;
 - `collections`: globs over record collections; `commands`: globs over the program a call starts;
 - `arguments`: globs over raw argument values (a list matches when any element does; numbers and
   booleans match their JSON text). They see the text as written: use `paths` for paths.

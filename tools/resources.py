@@ -1,7 +1,11 @@
 """resources: what a tool call reaches, resolved on this host before the policy decides.
 
 Owns which arguments of a tool name a resource, and their resolution. A path is joined to its
-server's root and resolved through every symlink (`os.path.realpath`); a command's program is
+server's root and resolved two ways: physically, through every symlink (`os.path.realpath`: a '..'
+after a symlink steps up from the link's target), and lexically, '..' by name (`os.path.normpath`).
+A server that follows no symlink acts on the lexical target, one that follows them on the physical
+target; where the two differ the call reaches both, so a deny or ask rule matching either matches
+the call and an allow rule must name both (our workspace server also refuses such a path). A command's program is
 looked up on PATH and resolved the same way; a record collection is taken as written (the store
 compares it exactly). Resolving touches the filesystem (realpath, lstat, PATH lookup), so the
 gateway runs it off the event loop; the policy then decides on the result without touching anything.
@@ -105,7 +109,7 @@ def resolve(spec: ToolSpec, arguments: Mapping[str, Any], patterns: Iterable[str
     """The call's resources resolved on this host, with `patterns` (the policy's path globs that
     apply to this tool) resolved against the same root. Touches the filesystem."""
     root = os.path.realpath(spec.root) if spec.root else None
-    resolved = {pattern: made for pattern in patterns if (made := _pattern(pattern, root)) is not None}
+    resolved = {pattern: made for pattern in patterns if (made := path_pattern(pattern, root)) is not None}
     return _collect(spec, arguments, root=root, resolve=True, patterns=resolved)
 
 
@@ -171,7 +175,7 @@ def _collect(spec: ToolSpec, arguments: Mapping[str, Any], *, root: str | None, 
         if value is None:
             continue
         if kind == "path":
-            paths.extend(_path(text, root if resolve else None) for text in texts)
+            paths.extend(resource for text in texts for resource in _path(text, root if resolve else None))
         elif kind == "collection":
             collections.extend(texts)
         elif kind == "command":
@@ -186,11 +190,13 @@ def _collect(spec: ToolSpec, arguments: Mapping[str, Any], *, root: str | None, 
     return Resources(root=root, paths=tuple(paths), collections=tuple(collections), commands=tuple(commands), patterns=patterns)
 
 
-def _path(raw: str, root: str | None) -> PathResource:
+def _path(raw: str, root: str | None) -> list[PathResource]:
+    """The physical resolution of `raw`, and its lexical one when that names another place."""
     if root is None or "\0" in raw or raw.startswith("~"):
-        return PathResource(raw, None)
-    real = os.path.realpath(os.path.join(root, raw))
-    return PathResource(raw, real, is_dir=os.path.isdir(real))
+        return [PathResource(raw, None)]
+    joined = os.path.join(root, raw)
+    targets = dict.fromkeys([os.path.realpath(joined), os.path.normpath(joined)])
+    return [PathResource(raw, target, is_dir=os.path.isdir(target)) for target in targets]
 
 
 def _program_of(value: Any) -> str | None:
@@ -214,7 +220,9 @@ def _program(program: str) -> str | None:
     return os.path.realpath(found) if found else None
 
 
-def _pattern(pattern: str, root: str | None) -> PathPattern | None:
+def path_pattern(pattern: str, root: str | None) -> PathPattern | None:
+    """A rule's path glob made absolute (from `root`) with its fixed leading directory resolved
+    through symlinks; None for a relative glob without a root. Touches the filesystem."""
     if os.path.isabs(pattern):
         absolute = pattern
     elif root is None:

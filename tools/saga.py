@@ -19,6 +19,11 @@ what we cannot describe. An untrusted read-only claim does not make a tool pure,
 unchecked claim may not relax anything (as in policy.py and dispatch.py); it stays irreversible
 unless the user overrides it.
 
+A write or move that made parent directories reports them (`created_directories`); its
+compensation removes them again, deepest first, each only while empty: a directory that existed
+before is never named, and one that now holds anything the compensation did not remove (a file
+the run did not create) stays.
+
 Every compensation is safe to replay, since a crash can stop a rollback halfway. Writes that take an idempotency key get
 `comp:<key of the forward call>`, so a replay returns the first response and changes nothing;
 a compensating delete treats "already absent" as done (`already_compensated`). Moving a file
@@ -265,7 +270,8 @@ def _undo_write_file(arguments: dict[str, Any], result: dict[str, Any], key: str
     path, previous = result["path"], result["previous_content"]
     if previous is None:
         return Compensation(
-            "delete_file", {"path": path}, f"delete {path!r}, created by write_file", _FILE_ABSENT.format(path=path)
+            "delete_file", {"path": path, **_prune(result)}, f"delete {path!r}, created by write_file{_and_dirs(result)}",
+            _FILE_ABSENT.format(path=path),
         )
     return _restore_file(path, previous, key, "as it was before write_file")
 
@@ -289,8 +295,20 @@ def _undo_move_file(arguments: dict[str, Any], result: dict[str, Any], key: str)
         return None
     source, destination = result["source"], result["destination"]
     return Compensation(
-        "move_file", {"source": destination, "destination": source}, f"move {destination!r} back to {source!r}"
+        "move_file", {"source": destination, "destination": source, **_prune(result)},
+        f"move {destination!r} back to {source!r}{_and_dirs(result)}",
     )
+
+
+def _prune(result: dict[str, Any]) -> dict[str, Any]:
+    """The `prune` argument removing the directories a write or move made, where they are empty."""
+    made = result.get("created_directories") or []
+    return {"prune": made[::-1]} if made else {}
+
+
+def _and_dirs(result: dict[str, Any]) -> str:
+    made = result.get("created_directories") or []
+    return f", and the directories it made where empty ({', '.join(map(repr, made))})" if made else ""
 
 
 def _undo_create_record(arguments: dict[str, Any], result: dict[str, Any], key: str) -> Compensation | None:

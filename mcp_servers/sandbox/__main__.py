@@ -1,4 +1,4 @@
-"""`python -m boundloop.mcp_servers.sandbox --root DIR [limits] [--allow-network] [--http --host H --port N]`.
+"""`python -m boundloop.mcp_servers.sandbox --root DIR [limits] [--allow-network] [--hide GLOB]... [--http --host H --port N]`.
 
 Serves the sandbox tools; every limit has a flag with a safe default.
 """
@@ -25,7 +25,7 @@ def _build(args: argparse.Namespace) -> MCPServer:
         max_timeout_s=args.max_timeout_s,
         allow_network=args.allow_network,
     )
-    return build_server(args.root, limits)
+    return build_server(args.root, limits, tuple(args.hide))
 
 
 def main() -> None:
@@ -69,6 +69,14 @@ def main() -> None:
         "--allow-network",
         action="store_true",
         help="let children use the host's network (default: an empty network namespace)",
+    )
+    parser.add_argument(
+        "--hide",
+        action="append",
+        default=[],
+        metavar="GLOB",
+        help="absolute glob over real paths (`*` crosses '/', `dir/**` names dir too); what it names under the "
+        "root is masked in every run (repeatable; the gateway passes its policy's deny globs)",
     )
     serve(parser, _build, default_port=8703)
 

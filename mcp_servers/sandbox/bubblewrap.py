@@ -6,7 +6,9 @@ Owns which parts of the host a child sees and how it is started; never waits on 
   --allow-network (then the host's network); no nested user namespaces; no capabilities;
 - a read-only view of /usr (and the /bin, /lib... links into it) and /etc; its own /proc (it sees
   only its own processes) and a minimal /dev; a private, empty /tmp; the sandbox root, read-write,
-  at its own path; nothing else of the host (no /home, /root, /run, /var, host sockets);
+  at its own path, with what the hidden globs name under it masked (`masks`: the paths the run's
+  policy denies do not exist in the child's view); nothing else of the host (no /home, /root, /run,
+  /var, host sockets);
 - `prlimit` limits: processes (counted in its own user namespace), CPU seconds, address space,
   file size, no core dumps;
 - `--die-with-parent`, so killing bwrap (or the server) ends the whole PID namespace.
@@ -28,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from boundloop.mcp_servers.sandbox.limits import Limits
+from boundloop.mcp_servers.sandbox.masks import bwrap_flags
 from boundloop.mcp_servers.sandbox.reaper import reap_adopted
 
 SANDBOX_ID = 65534
@@ -52,6 +55,8 @@ class Sandbox:
     limits: Limits
     run_as: int | None
     """The uid (and gid) bwrap is started as; None to keep the server's own."""
+    hidden: tuple[str, ...] = ()
+    """Globs over real paths whose matches under the root each child sees masked."""
 
     def argv(self, command: list[str], cwd: Path) -> list[str]:
         """bwrap's command line running `command` in `cwd` (a directory inside the root)."""
@@ -72,6 +77,7 @@ class Sandbox:
             "--dev", "/dev",
             "--tmpfs", "/tmp",
             "--bind", str(self.root), str(self.root),
+            *bwrap_flags(self.root, self.hidden),
             "--chdir", str(cwd),
             "--hostname", "sandbox",
             "--clearenv",
@@ -94,7 +100,7 @@ class Sandbox:
         return {"user": self.run_as, "group": self.run_as, "extra_groups": []}
 
 
-def prepare(root: Path, limits: Limits) -> Sandbox | str:
+def prepare(root: Path, limits: Limits, hidden: tuple[str, ...] = ()) -> Sandbox | str:
     """A sandbox over `root` that was seen to work here, or one line saying why there is none."""
     bwrap = shutil.which("bwrap")
     if bwrap is None:
@@ -103,7 +109,7 @@ def prepare(root: Path, limits: Limits) -> Sandbox | str:
     if run_as is not None:
         if blocker := _unsearchable_parent(root, run_as):
             return UNREACHABLE.format(uid=run_as, root=root, blocker=blocker, mode=stat.S_IMODE(blocker.stat().st_mode))
-    sandbox = Sandbox(bwrap=bwrap, root=root, limits=limits, run_as=run_as)
+    sandbox = Sandbox(bwrap=bwrap, root=root, limits=limits, run_as=run_as, hidden=hidden)
     try:
         if run_as is not None and (root.stat().st_uid, root.stat().st_gid) != (run_as, run_as):
             os.chown(root, run_as, run_as)

@@ -36,9 +36,10 @@ async def run(sandbox: Sandbox, command: list[str], *, cwd: Path, stdin: str | N
     """Run `command` in `sandbox` in `cwd`; return how it ended and its output."""
     limits = sandbox.limits
     stdout, stderr = Capture(limits.output_chars), Capture(limits.output_chars)
+    argv = await anyio.to_thread.run_sync(sandbox.argv, command, cwd)  # finding what to mask walks the root
     started = time.monotonic()
     process = await anyio.open_process(
-        sandbox.argv(command, cwd),
+        argv,
         stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,

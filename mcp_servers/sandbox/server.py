@@ -57,13 +57,14 @@ Cwd = Annotated[
 ]
 
 
-def build_server(root: Path, limits: Limits) -> MCPServer:
-    """A sandbox server running children in `root` (created if missing) under `limits`."""
+def build_server(root: Path, limits: Limits, hidden: tuple[str, ...] = ()) -> MCPServer:
+    """A sandbox server running children in `root` (created if missing) under `limits`, with what
+    the `hidden` globs name under the root masked in every child's view."""
     root.mkdir(parents=True, exist_ok=True)
     root = root.resolve()
     beneath = Beneath(root)
     adopt_orphans()
-    sandbox = prepare(root, limits)
+    sandbox = prepare(root, limits, hidden)
     if isinstance(sandbox, str):
         print(UNAVAILABLE.format(reason=sandbox), file=sys.stderr, flush=True)
     runs = ToolAnnotations(
@@ -138,7 +139,7 @@ def build_server(root: Path, limits: Limits) -> MCPServer:
         Exit code 127 with a 'failed to execute' message means the program is not on PATH.
         """
         active = confined()
-        names = parts(root, cwd)
+        names = parts(beneath, cwd)
         _require_directory(beneath, names, cwd)
         return await run(active, argv, cwd=root.joinpath(*names), stdin=None, timeout_s=timeout_s)
 
@@ -157,7 +158,7 @@ def build_server(root: Path, limits: Limits) -> MCPServer:
         failed; `expected`/`actual` are filled when the assertion compares with `==`.
         """
         active = confined()
-        names = parts(root, cwd)
+        names = parts(beneath, cwd)
         _require_directory(beneath, names, cwd)
         report = f".boundloop-junit-{secrets.token_hex(8)}.xml"
         argv = [PYTHON, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-o", "junit_family=xunit1", f"--junitxml={report}", "--", *paths]

@@ -9,6 +9,7 @@ Resolution uses `openat2(2)` with RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLV
 where the kernel has it (Linux 5.6+; syscall 437; Python has no wrapper); elsewhere a walk opens
 one component at a time with O_NOFOLLOW from the directory descriptor before it. Both refuse a
 symlink with ELOOP. Callers pass names only, never '.', '..' or '/': `paths.parts` makes them.
+The one exception, `blocks_dotdot`, walks a path as written to check that its '..' are sound.
 """
 
 from __future__ import annotations
@@ -86,15 +87,45 @@ class Beneath:
         with self.directory(parts[:-1], dir_fd=start) as parent:
             return _open_last(parent, parts[-1], flags, mode)
 
+    def blocks_dotdot(self, written: Sequence[str]) -> str | None:
+        """The first name of `written` (a relative path split at '/', '..' included) that a '..'
+        would step back over but that is not a directory reached without following a symlink; None
+        when there is none. Each '..' returns to the descriptor it came from, so no rename or
+        symlink swap can make it lead anywhere else."""
+        stack = [os.dup(self.fd)]
+        try:
+            for name in written:
+                if name in ("", "."):
+                    continue
+                if name == "..":
+                    if len(stack) == 1:
+                        return name
+                    os.close(stack.pop())
+                    continue
+                try:
+                    child = _open_last(stack[-1], name, _PATH | os.O_DIRECTORY, 0)
+                except OSError:  # a symlink (ELOOP), a file (ENOTDIR), nothing (ENOENT)
+                    return name
+                stack.append(child)
+            return None
+        finally:
+            for fd in stack:
+                os.close(fd)
+
     @contextmanager
-    def directory(self, parts: Sequence[str], *, dir_fd: int | None = None, create: bool = False) -> Iterator[int]:
-        """A path descriptor of the directory `parts` for `*at` calls; with `create`, missing ones are made."""
+    def directory(
+        self, parts: Sequence[str], *, dir_fd: int | None = None, create: bool = False, made: list[int] | None = None
+    ) -> Iterator[int]:
+        """A path descriptor of the directory `parts` for `*at` calls; with `create`, missing ones are
+        made, and the number of names each made directory has in `parts` is added to `made`."""
         start = self.fd if dir_fd is None else dir_fd
         if create or not self.uses_openat2:
             fd = os.dup(start)
             try:
-                for name in parts:
-                    fd = _step(fd, name, create)
+                for depth, name in enumerate(parts, start=1):
+                    fd, new = _step(fd, name, create)
+                    if new and made is not None:
+                        made.append(depth)
             except BaseException:
                 os.close(fd)
                 raise
@@ -106,19 +137,22 @@ class Beneath:
             os.close(fd)
 
 
-def _step(parent: int, name: str, create: bool) -> int:
-    """Replace `parent` (closed) by its child directory `name`, made first when `create` and missing."""
+def _step(parent: int, name: str, create: bool) -> tuple[int, bool]:
+    """Replace `parent` (closed) by its child directory `name`, made first when `create` and
+    missing; with whether this call made it."""
+    new = False
     try:
         if create:
             try:
                 os.mkdir(name, 0o777, dir_fd=parent)  # mkdirat never follows a symlink in the name
+                new = True
             except FileExistsError:
                 pass
         child = _open_last(parent, name, _PATH, 0)
         if not stat.S_ISDIR(os.fstat(child).st_mode):
             os.close(child)
             raise OSError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), name)
-        return child
+        return child, new
     finally:
         os.close(parent)
 

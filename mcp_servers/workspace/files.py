@@ -116,14 +116,16 @@ class Files:
                 return None
         return _read(fd, path, tool=tool, limit_bytes=limit_bytes, fix="its content could not be kept for undo")
 
-    def replace_text(self, parts: Sequence[str], path: str, content: str) -> None:
+    def replace_text(self, parts: Sequence[str], path: str, content: str) -> list[str]:
         """Make the file at `parts` hold `content`: parents created, old mode kept, replaced atomically.
+        Returns the parent directories it made, root-relative, outermost first.
 
         The new content goes to a fresh file renamed over the old name, so a hard link's other
         names keep the old content.
         """
         directory, name = split(parts, path)
-        with os_errors(path), self._beneath.directory(directory, create=True) as parent:
+        made: list[int] = []
+        with os_errors(path), self._beneath.directory(directory, create=True, made=made) as parent:
             try:
                 mode: int | None = stat.S_IMODE(os.stat(name, dir_fd=parent, follow_symlinks=False).st_mode)
             except FileNotFoundError:
@@ -140,6 +142,22 @@ class Files:
             except BaseException:
                 os.unlink(temporary, dir_fd=parent)
                 raise
+        return ["/".join(directory[:depth]) for depth in made]
+
+    def prune(self, directories: Sequence[Sequence[str]]) -> list[str]:
+        """Remove each directory that is empty, deepest first; return the ones removed, root-relative.
+        One that holds anything, or is not a directory, stays."""
+        removed = []
+        for names in sorted(directories, key=len, reverse=True):
+            if not names:
+                continue
+            try:
+                with self._beneath.directory(names[:-1]) as parent:
+                    os.rmdir(names[-1], dir_fd=parent)  # rmdirat refuses a symlink and a non-empty directory
+            except OSError:
+                continue
+            removed.append("/".join(names))
+        return removed
 
     def delete_text(self, parts: Sequence[str], path: str, *, limit_bytes: int, fix: str) -> str:
         """Remove the file at `parts` and return its whole text; the name must still be the file read."""

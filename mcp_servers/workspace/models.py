@@ -69,6 +69,8 @@ class Written(_Result):
     """Hash of the replaced content; null when the file is new."""
     previous_content: str | None
     """The replaced content, to restore with write_file; null when the file is new (undo with delete_file)."""
+    created_directories: list[str] = []
+    """Parent directories this write made for the file, outermost first (undo: delete_file's `prune`)."""
 
 
 class Edited(_Result):
@@ -83,6 +85,8 @@ class Moved(_Result):
     source: str
     destination: str
     """Undo by moving `destination` back to `source`."""
+    created_directories: list[str] = []
+    """Parent directories this move made for the destination, outermost first (undo: move_file's `prune`)."""
 
 
 class Deleted(_Result):
@@ -91,3 +95,5 @@ class Deleted(_Result):
     """Hash of the deleted content."""
     deleted_content: str
     """The whole deleted file, to restore with write_file."""
+    pruned_directories: list[str] = []
+    """The directories of `prune` that were empty and are gone."""

@@ -75,6 +75,13 @@ AS_PATH = {"x-boundloop-resource": "path"}
 PathArg = Annotated[
     str, Field(description="Path relative to the workspace root, e.g. 'src/app.py'.", json_schema_extra=AS_PATH)
 ]
+PruneArg = Annotated[
+    list[str],
+    Field(
+        description="Directories to remove afterwards where they are empty (undoing what a write or move made).",
+        json_schema_extra=AS_PATH,
+    ),
+]
 
 
 def build_server(
@@ -138,7 +145,7 @@ def build_server(
         'other'. Returns at most 1000 entries; `truncated` says when there were more (narrow `path`
         or `pattern`).
         """
-        names = parts(root, path)
+        names = parts(beneath, path)
         with (
             directory_to_read(names, path) as fd,
             closing(walk(beneath, fd, _prefix(names), recursive=recursive)) as found,
@@ -164,7 +171,7 @@ def build_server(
         `next_offset` says where to continue. Files over 10 MB, non-text files, symlinks and
         special files are refused.
         """
-        names = parts(root, path)
+        names = parts(beneath, path)
         text = files.read_text(
             names,
             path,
@@ -200,7 +207,7 @@ def build_server(
         """
         if not query:
             raise ToolError(EMPTY_ARGUMENT.format(name="query", purpose="find"))
-        names = parts(root, path)
+        names = parts(beneath, path)
         matches: list[Match] = []
         scanned = 0
         truncated = False
@@ -249,7 +256,7 @@ def build_server(
         With `idempotency_key`, a repeat (even after a server crash) returns the first result and
         writes nothing new.
         """
-        names = parts(root, path)
+        names = parts(beneath, path)
         size = len(content.encode())
         if size > max_write_bytes:
             raise ToolError(CONTENT_TOO_LARGE.format(size=size, tool="write_file", limit=max_write_bytes))
@@ -268,8 +275,7 @@ def build_server(
 
         if idempotency_key is None:
             written = describe()
-            files.replace_text(names, path, content)
-            return written
+            return written.model_copy(update={"created_directories": files.replace_text(names, path, content)})
         # The promise is journaled before the write and marked done after it: a crash in between
         # leaves a promise that the replay keeps, with the content that was there first.
         entry = journal.get(idempotency_key)
@@ -280,8 +286,8 @@ def build_server(
         if (written.path, written.sha256) != (shown, sha256(content)):
             raise ToolError(KEY_REUSED.format(key=idempotency_key, path=written.path))
         if not entry["done"]:
-            files.replace_text(names, path, content)
-            journal.put(idempotency_key, {**entry, "done": True})
+            written = written.model_copy(update={"created_directories": files.replace_text(names, path, content)})
+            journal.put(idempotency_key, {"written": written.model_dump(), "done": True})
         return written
 
     @mcp.tool(title="Edit a file", annotations=CHANGES)
@@ -297,7 +303,7 @@ def build_server(
         """
         if not old:
             raise ToolError(EMPTY_ARGUMENT.format(name="old", purpose="replace"))
-        names = parts(root, path)
+        names = parts(beneath, path)
         text = files.read_text(
             names, path, tool="edit_file", limit_bytes=max_write_bytes, fix="it is too large to edit"
         )
@@ -329,40 +335,50 @@ def build_server(
         destination: Annotated[
             str, Field(description="New path relative to the root; must not exist yet.", json_schema_extra=AS_PATH)
         ],
+        prune: PruneArg = [],
     ) -> Moved:
         """Move or rename a file or directory inside the workspace (parent directories are created).
 
         Never overwrites: an existing destination is refused. A symlink is moved as a link. Undo by
-        moving it back.
+        moving it back, with the directories it made (`created_directories`) as `prune`.
         """
-        origin, target = parts(root, source), parts(root, destination)
+        origin, target = parts(beneath, source), parts(beneath, destination)
         if not origin:
             raise ToolError(ROOT_NOT_MOVABLE.format(path=source))
         if not target:
             raise ToolError(DESTINATION_EXISTS.format(path=destination))
+        emptied = [parts(beneath, directory) for directory in prune]
+        made: list[int] = []
         with os_errors(source), beneath.directory(origin[:-1]) as from_dir:
             os.stat(origin[-1], dir_fd=from_dir, follow_symlinks=False)
-            with os_errors(destination), beneath.directory(target[:-1], create=True) as to_dir:
+            with os_errors(destination), beneath.directory(target[:-1], create=True, made=made) as to_dir:
                 try:
                     os.stat(target[-1], dir_fd=to_dir, follow_symlinks=False)
                 except FileNotFoundError:
                     os.rename(origin[-1], target[-1], src_dir_fd=from_dir, dst_dir_fd=to_dir)
                 else:
                     raise ToolError(DESTINATION_EXISTS.format(path=destination))
-        return Moved(source="/".join(origin), destination="/".join(target))
+        files.prune(emptied)
+        created = ["/".join(target[:depth]) for depth in made]
+        return Moved(source="/".join(origin), destination="/".join(target), created_directories=created)
 
     @mcp.tool(title="Delete a file", annotations=REMOVES)
-    def delete_file(path: PathArg) -> Deleted:
+    def delete_file(path: PathArg, prune: PruneArg = []) -> Deleted:
         """Delete one text file from the workspace and return its content, so it can be restored.
 
         Directories, symlinks, special files, binary files and files over the write limit are
-        refused (their content could not be returned for undo).
+        refused (their content could not be returned for undo). Then each directory of `prune`
+        that is empty is removed, also when the file was already gone (a repeated undo).
         """
-        names = parts(root, path)
-        content = files.delete_text(
-            names, path, limit_bytes=max_write_bytes, fix="its content could not be returned for undo, so it is kept"
-        )
-        return Deleted(path="/".join(names), sha256=sha256(content), deleted_content=content)
+        names = parts(beneath, path)
+        emptied = [parts(beneath, directory) for directory in prune]
+        try:
+            content = files.delete_text(
+                names, path, limit_bytes=max_write_bytes, fix="its content could not be returned for undo, so it is kept"
+            )
+        finally:
+            pruned = files.prune(emptied)
+        return Deleted(path="/".join(names), sha256=sha256(content), deleted_content=content, pruned_directories=pruned)
 
     return mcp
 

@@ -34,3 +34,22 @@ async def test_a_budget_stop_keeps_the_partial_work(run_script, workspace):
     assert report.status == Terminal.BUDGET_EXHAUSTED
     assert "compensations" not in report.result
     assert (workspace / "new.md").read_text() == "draft"
+
+
+async def test_an_unsafe_ending_removes_the_directories_its_writes_made_and_keeps_the_ones_that_were_there(run_script, workspace):
+    """Three denied calls end the run UNSAFE_DETECTION; its rollback deletes the files it wrote and
+    the directories made for them, and leaves a directory that existed before (and its file)."""
+    (workspace / "kept").mkdir()
+    (workspace / "kept" / "old.md").write_text("old\n")
+    writes = [{"name": "workspace__write_file", "args": {"path": "new/deep/file.md", "content": "x"}},
+              {"name": "workspace__write_file", "args": {"path": "kept/sub/file.md", "content": "y"}},
+              {"name": "workspace__write_file", "args": {"path": "kept/file.md", "content": "z"}}]
+    deletes = [{"name": "workspace__delete_file", "args": {"path": name}} for name in ("notes.md", "a.md", "b.md")]
+    report = await run_script(
+        {"planner": [PLAN_ONE_STEP], "actor": [step(calls=writes), *(step(calls=[delete]) for delete in deletes), step("done")]},
+        task={"profile": "coding_assistant", "budget": {"side_effects": 5}}, unattended=True,
+    )
+    assert report.status == Terminal.UNSAFE_DETECTION
+    assert [line["status"] for line in report.result["compensations"]] == ["ok", "ok", "ok"]
+    left = sorted(path.relative_to(workspace).as_posix() for path in workspace.rglob("*") if ".boundloop" not in path.parts)
+    assert left == ["kept", "kept/old.md", "notes.md"]

@@ -193,7 +193,7 @@ async def test_move_file_moves_into_new_directories_but_never_overwrites(root: P
     async with workspace(root) as client:
         moved = structured(await client.call_tool("move_file", {"source": "a.txt", "destination": "old/a.txt"}))
         clash = await client.call_tool("move_file", {"source": "b.txt", "destination": "old/a.txt"})
-    assert moved == {"source": "a.txt", "destination": "old/a.txt"}
+    assert moved == {"source": "a.txt", "destination": "old/a.txt", "created_directories": ["old"]}
     assert error_text(clash) == "Error executing tool move_file: " + DESTINATION_EXISTS.format(path="old/a.txt")
     assert ((root / "old" / "a.txt").read_text(), (root / "b.txt").read_text()) == ("a", "b")
 

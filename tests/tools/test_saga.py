@@ -156,6 +156,56 @@ async def test_edits_moves_and_deletes_are_undone_too(servers: Servers) -> None:
     assert (servers.files(), servers.records()) == (files_before, records_before)
 
 
+def directories(root: Path) -> set[str]:
+    return {p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_dir()}
+
+
+async def test_a_rollback_removes_the_directories_the_writes_made_and_nothing_else(servers: Servers) -> None:
+    """Writes and a move that made parent directories: undone, the directories they made go, the
+    ones that existed before stay, and one that now holds a file the run did not create stays with it."""
+    await servers.run("setup-1", "workspace__write_file", {"path": "existing/old.txt", "content": "old\n"})
+    await servers.run("setup-2", "workspace__write_file", {"path": "notes.txt", "content": "notes\n"})
+    (servers.root / "empty-before").mkdir()
+    files_before, dirs_before = servers.files(), directories(servers.root)
+
+    effects = [
+        await servers.run("c1", "workspace__write_file", {"path": "made/deep/er/a.txt", "content": "a\n"}),
+        await servers.run("c2", "workspace__write_file", {"path": "existing/new/b.txt", "content": "b\n"}),
+        await servers.run("c3", "workspace__write_file", {"path": "empty-before/c.txt", "content": "c\n"}),
+        await servers.run("c4", "workspace__write_file", {"path": "shared/inner/d.txt", "content": "d\n"}),
+        await servers.run("c5", "workspace__move_file", {"source": "notes.txt", "destination": "moved/into/notes.txt"}),
+        await servers.run("c6", "workspace__write_file", {"path": "made/deep/second.txt", "content": "e\n"}),
+    ]
+    assert effects[0].structured["created_directories"] == ["made", "made/deep", "made/deep/er"]
+    assert effects[1].structured["created_directories"] == ["existing/new"]
+    assert effects[2].structured["created_directories"] == []
+    assert effects[5].structured["created_directories"] == []
+    (servers.root / "shared" / "user.txt").write_text("not the run's\n")  # something else puts a file there
+
+    report = await compensate(servers.bridge, effects, timeout_s=TIMEOUT_S)
+
+    assert [line["status"] for line in report] == ["ok"] * 6
+    assert servers.files() == {**files_before, "shared/user.txt": "not the run's\n"}
+    assert directories(servers.root) == dirs_before | {"shared"}
+    assert report[2]["arguments"] == {"path": "shared/inner/d.txt", "prune": ["shared/inner", "shared"]}
+
+    replay = await compensate(servers.bridge, effects, timeout_s=TIMEOUT_S)
+    assert directories(servers.root) == dirs_before | {"shared"}
+    assert "shared/user.txt" in servers.files() and [line["status"] for line in replay][0] == "already_compensated"
+
+
+async def test_a_directory_emptied_only_by_another_undo_is_still_removed_on_a_repeat(servers: Servers) -> None:
+    """A crash between deleting a created file and removing its directories: the repeated undo
+    finds the file gone (already done) and still removes the directories."""
+    effect = await servers.run("c1", "workspace__write_file", {"path": "p/q/r.txt", "content": "r\n"})
+    (servers.root / "p" / "q" / "r.txt").unlink()  # the first undo got this far
+
+    [line] = await compensate(servers.bridge, [effect], timeout_s=TIMEOUT_S)
+
+    assert line["status"] == "already_compensated"
+    assert directories(servers.root) == set()
+
+
 async def test_an_irreversible_effect_is_flagged_for_manual_action_and_the_others_are_still_undone(
     servers: Servers,
 ) -> None:
