@@ -19,6 +19,8 @@ from typing import Any
 import psycopg
 import pytest
 
+from boundloop.graph.run import workers
+from boundloop.graph.task import RunSettings, Task
 from tests.graph.conftest import CRITIC_PASS, step
 from tests.mcp_servers.launch import http
 
@@ -83,6 +85,14 @@ class Pool:
         assert result.returncode == 0, result.stderr
         [queued] = json.loads(result.stdout)
         return queued["run_id"]
+
+    async def queue(self, runner: Any, names: list[str]) -> None:
+        """Queue one run per name in-process (`workers.submit`), each with its own script, in order."""
+        servers = json.loads(self.servers.read_text())
+        async with workers.opened_queue(runner.pool) as queue:
+            for name in names:
+                settings = RunSettings(model="scripted", script=str(self.script(name)), servers=servers)
+                await workers.submit(queue, runner, name, Task(goal=f"Write {name}'s report", budget={"side_effects": 10}), settings)
 
     def files(self, name: str) -> dict[str, str]:
         root = self.workspace / name

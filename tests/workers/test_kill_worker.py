@@ -16,10 +16,8 @@ import os
 import signal
 
 from boundloop.checkpoints.queue import pickups
-from boundloop.graph.run import workers
 from boundloop.graph.run.runner import Runner
 from boundloop.graph.core.status import Terminal
-from boundloop.graph.task import RunSettings, Task
 from tests.workers.conftest import MID_RUN, wait_until, writes
 
 RUNS = int(os.environ.get("BOUNDLOOP_WORKERS_RUNS", "60"))
@@ -29,12 +27,8 @@ DONE = "SELECT count(*) FROM procrastinate_jobs WHERE task_name = 'boundloop.sta
 
 async def test_a_worker_killed_mid_run_loses_no_run_and_repeats_no_side_effect(worker_pool, start_worker):
     names = [f"r{index:03d}" for index in range(RUNS)]
-    servers = json.loads(worker_pool.servers.read_text())
     async with Runner(worker_pool.db_url) as runner:
-        async with workers.opened_queue(runner.pool) as queue:
-            for name in names:
-                settings = RunSettings(model="scripted", script=str(worker_pool.script(name)), servers=servers)
-                await workers.submit(queue, runner, name, Task(goal=f"Write {name}'s report", budget={"side_effects": 10}), settings)
+        await worker_pool.queue(runner, names)
 
         victim, *others = [start_worker(f"w{index}") for index in range(WORKERS)]
         cut = wait_until("w0 driving a run between two of its writes", lambda: worker_pool.query(MID_RUN, "w0@%"), within_s=120, every_s=0.02)

@@ -7,14 +7,11 @@ run it puts back keeps its place in line and starts on the next free run slot.
 
 from __future__ import annotations
 
-import json
 import signal
 from datetime import datetime, timezone
 
 from boundloop.checkpoints.queue import STALLED_AFTER_S, pickups
-from boundloop.graph.run import workers
 from boundloop.graph.run.runner import Runner
-from boundloop.graph.task import RunSettings, Task
 from tests.workers.conftest import MID_RUN, eventually, wait_until
 
 QUEUED = 200
@@ -24,12 +21,8 @@ BOUND_S = 15.0
 
 async def test_a_dead_workers_run_is_picked_up_within_the_bound_with_200_runs_queued(worker_pool, start_worker):
     names = [f"q{index:03d}" for index in range(QUEUED)]
-    servers = json.loads(worker_pool.servers.read_text())
     async with Runner(worker_pool.db_url) as runner:
-        async with workers.opened_queue(runner.pool) as queue:
-            for name in names:
-                settings = RunSettings(model="scripted", script=str(worker_pool.script(name)), servers=servers)
-                await workers.submit(queue, runner, name, Task(goal=f"Write {name}'s report", budget={"side_effects": 10}), settings)
+        await worker_pool.queue(runner, names)
 
         victim = start_worker("w0", concurrency=2)
         start_worker("w1", concurrency=2)
