@@ -146,3 +146,14 @@ def test_graph_stays_a_table_of_contents() -> None:
     silent = [str(init.relative_to(ROOT)) for folder in FOLDERS for init in (ROOT / folder).rglob("__init__.py")
               if "_package" not in init.parts and not ast.get_docstring(ast.parse(init.read_text()))]
     assert silent == []
+
+
+@pytest.mark.parametrize(("unit", "allowed"), [
+    ("checkpoints", {"checkpoints"}),
+    ("mcp_servers", {"mcp_servers"}),
+    ("tools", {"tools", "checkpoints", "graph.core"}),
+])
+def test_the_lowest_packages_import_only_what_they_build_on(unit: str, allowed: set[str]) -> None:
+    outside = [f"{source}:{line} imports {target}" for source, line, target, _ in product_edges()
+               if package_of(source) == unit and package_of(target) not in allowed]
+    assert outside == []
