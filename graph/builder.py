@@ -67,7 +67,7 @@ TOOL_TASKS: dict[str, Node] = {"execute": execute, "approve": approve}
 """Nodes run once per tool call (sent by the guards); their time is counted by act's grounding, not here."""
 
 
-def build_graph(*, checkpointer: BaseCheckpointSaver | None = None, services: Services | None = None) -> CompiledStateGraph:
+def build_graph(*, checkpointer: BaseCheckpointSaver | None = None, services: Services | None = None) -> CompiledStateGraph[Any, Any, Any, Any]:
     """The compiled loop. Pass a checkpointer for Python use; the server supplies its own."""
     services = services or Services()
     builder = StateGraph(LoopState, context_schema=RunSettings, input_schema=RunInput, output_schema=LoopState)

@@ -104,7 +104,7 @@ def _choose(candidates: list[dict[str, Any]], done: set[str], served_at: dict[st
     return None, []
 
 
-def refusal(steps: list[dict[str, Any]], tool: str, step_id: str, missing: list[str] | tuple[str, ...]) -> str:
+def refusal(steps: list[dict[str, Any]], tool: str, step_id: str | None, missing: list[str] | tuple[str, ...]) -> str:
     """The text the model reads for a call refused for an unmet dependency."""
     return UNMET.format(tool=tool, step=step_id, missing=", ".join(missing), ready=", ".join(ready_steps(steps)) or "none")
 

@@ -8,12 +8,12 @@ added or changed, not the whole history or total again.
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, Callable, cast
 
 from langchain_core.messages import AnyMessage, BaseMessage, BaseMessageChunk, RemoveMessage
 from langgraph.channels import DeltaChannel
 from langgraph.graph.message import add_messages
-from pydantic import ConfigDict
+from pydantic import ConfigDict, with_config
 from typing_extensions import TypedDict  # pydantic builds the server's output schema only from this one on 3.11
 
 from boundloop.graph import ladder
@@ -47,14 +47,14 @@ def _fold_messages(current: list[AnyMessage] | None, writes: list[Any]) -> list[
     writes = [write for write in writes if write]
     if not writes:
         return current or []
-    messages = list(current or [])
+    messages: list[Any] = list(current or [])  # add_messages takes and returns any message-like values
     ids = _MESSAGE_IDS.of(current or [])
     for write in writes:
         if _only_new(write, ids):
             messages.extend(write)
             ids.update(message.id for message in write)
         else:
-            messages = add_messages(messages, write)
+            messages = cast("list[Any]", add_messages(messages, write))  # a list in is a list out; its signature says any Messages
             ids = _message_ids(messages)
     _MESSAGE_IDS.keep(messages, ids)
     return messages
@@ -64,7 +64,7 @@ def _message_ids(messages: list[AnyMessage]) -> set[str | None]:
     return {message.id for message in messages}
 
 
-_MESSAGE_IDS = FoldIndex(_message_ids, set)
+_MESSAGE_IDS: FoldIndex[set[str | None]] = FoldIndex(_message_ids, set)
 
 
 def _only_new(write: Any, ids: set[str | None]) -> bool:
@@ -109,7 +109,7 @@ def merge_messages(current: list[AnyMessage] | None, update: Any) -> list[AnyMes
     return _fold_messages(current, [update])
 
 
-MERGED_BY = {"messages": merge_messages, "observations": merge_by_call_id, "usage": add_usage, "breakers": breaker_state.merge,
+MERGED_BY: dict[str, Callable[[Any, Any], Any]] = {"messages": merge_messages, "observations": merge_by_call_id, "usage": add_usage, "breakers": breaker_state.merge,
              "approvals": merge_by_call_id}
 """The channels whose writes are merged into the value (the rest are replaced), as LoopState declares them."""
 
@@ -137,10 +137,9 @@ def combined(first: dict[str, Any], second: dict[str, Any]) -> dict[str, Any]:
     return merged
 
 
+@with_config(ConfigDict(use_attribute_docstrings=True))  # the docstrings below become the output schema's descriptions
 class LoopState(TypedDict, total=False):
     """The run, as every node sees it. Values are JSON-able so Studio and the CLI can show them."""
-
-    __pydantic_config__ = ConfigDict(use_attribute_docstrings=True)  # the docstrings below become the output schema's descriptions
 
     task: dict[str, Any]
     """The task (boundloop.graph.task.Task as JSON)."""

@@ -54,9 +54,10 @@ def _approve_plan(state: dict[str, Any], request: dict[str, Any], answer: Escala
 
 
 def _answer_question(state: dict[str, Any], request: dict[str, Any], answer: EscalationAnswer) -> dict[str, Any]:
-    if not (answer.answer or "").strip():
+    text = (answer.answer or "").strip()
+    if not text:
         return {}  # no answer: the ending stands and the run ends with it
-    clarification = f"{request['question']} → {answer.answer.strip()}"
+    clarification = f"{request['question']} → {text}"
     return {"clarifications": [*state.get("clarifications", []), clarification], "ending": None, "plan": {}, "resume_to": "plan"}
 
 

@@ -39,7 +39,7 @@ async def gate(state: dict[str, Any], services: Services) -> dict[str, Any]:
     reply = _last_ai(state)
     turn = state["usage"]["calls_by_role"].get("actor", 1) - 1
     proposed = [
-        gateway.ProposedCall(call_id=f"a{turn}.{position}", tool_call_id=call["id"], name=call["name"], args=call["args"])
+        gateway.ProposedCall(call_id=f"a{turn}.{position}", tool_call_id=call["id"], name=call["name"], args=call["args"])  # type: ignore[arg-type]  # providers give every tool call an id
         for position, call in enumerate(reply.tool_calls)
     ]
     proposed, builtin = payload_tool.split(proposed)  # the harness's own read-only tool: answered here, not by the gateway

@@ -98,7 +98,7 @@ def _bound_step(steps: list[dict[str, Any]], call: dict[str, Any] | None, tool: 
     """The step the gate bound the call to, while the call (its arguments edited at approval, perhaps) still fits it."""
     step_id = (call or {}).get("step_id")
     step = next((step for step in steps if step["id"] == step_id), None)
-    return step_id if step is not None and plans.serves(step, tool, call["args"]) else None
+    return step_id if call is not None and step is not None and plans.serves(step, tool, call["args"]) else None
 
 
 def _ask_replan(state: dict[str, Any], plan: dict[str, Any], failing: list[dict[str, Any]]) -> dict[str, Any]:

@@ -88,6 +88,7 @@ async def observe_reply(state: dict[str, Any], services: Services, reply: AIMess
     decided = {obs["provider_id"]: obs for obs in state.get("observations", []) if obs.get("provider_id")}
     spent, budget = state.get("usage") or {}, Budget.model_validate(state["budget"])
     turn = spent.get("calls_by_role", {}).get("actor", 0)
+    usage: dict[str, Any]
     observations, usage, stopping = [], {}, None
     for position, item in enumerate(items):
         record, delta = await _account(item, f"h{turn}.{position}", offers, decided, state["settings"], services)
@@ -119,18 +120,20 @@ def admit_requests(state: dict[str, Any], reply: AIMessage, turn: int, usage: di
     rules = gateway.run_policy(state["settings"], state["task"]["profile"])
     budget = Budget.model_validate(state["budget"])
     timeout_s = state["settings"].get("approval_timeout_s")
+    answers: list[str | dict[Any, Any]]
+    reserved: dict[str, Any]
     answers, observations, asks, reserved, stopping = [], [], [], {}, None
     for position, request in enumerate(approval_requests(reply)):
         label, tool, raw = str(request.get("server_label")), str(request.get("name")), request.get("arguments")
         args = _arguments(raw)
         entry = offers.get(label)
         side_effect = True if entry is None else hosted.from_offer(entry).has_side_effect(tool)
-        call = {"call_id": f"m{turn}.{position}", "tool_call_id": str(request.get("id")), "name": qualified_name(label, tool),
+        call: dict[str, Any] = {"call_id": f"m{turn}.{position}", "tool_call_id": str(request.get("id")), "name": qualified_name(label, tool),
                 "server": label, "tool": tool, "args": args if isinstance(args, dict) else {"_": raw},
                 "args_hash": breakers.arguments_hash(args if isinstance(args, dict) else {"_": raw}), "side_effect": side_effect,
                 "reversibility": REVERSIBILITY if side_effect else "pure", "hosted": True, "provider_id": str(request.get("id"))}
         refusal, decision, exhaustion = _refusal(entry, label, tool, args, raw, offers), None, None
-        if refusal is None:
+        if refusal is None and entry is not None:  # no refusal: the connector is offered
             decision = policies.decide(rules, hosted.from_offer(entry).spec(tool), args)
             call["rule"] = decision.rule_id
             if decision.action == "deny":

@@ -257,7 +257,8 @@ def brief(memories: list[dict[str, Any]]) -> str:
 async def list_memories(store: BaseStore, *, user: str | None = None, profile: str | None = None) -> list[Any]:
     """Every stored memory (quarantined ones included), optionally of one user and profile."""
     prefix = (*ROOT, *((user,) if user else ()), *((profile,) if user and profile else ()))
-    found, offset = [], 0
+    found: list[Any] = []
+    offset = 0
     while page := await store.asearch(prefix, limit=100, offset=offset):
         found.extend(item for item in page if profile is None or item.namespace[3] == profile)
         offset += len(page)

@@ -92,7 +92,7 @@ def check_files(spec: ToolSpec | None, args: dict[str, Any], location: str | Non
     files: list[str] = []
     root = os.path.realpath(spec.root) if spec.root else None
     if location and root is not None and (file := _location_file(location)):
-        cwd = args.get("cwd") if isinstance(args.get("cwd"), str) else "."
+        cwd = given if isinstance(given := args.get("cwd"), str) else "."
         real = os.path.realpath(os.path.join(root, cwd, file))
         files.append(real)
         shown[real] = file

@@ -50,7 +50,7 @@ def digest(value: Any) -> str:
     return hashlib.sha256(json.dumps(value, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
-def graph_version(compiled: CompiledStateGraph) -> str:
+def graph_version(compiled: CompiledStateGraph[Any, Any, Any, Any]) -> str:
     """A hash of the compiled graph's nodes and edges (conditional edges marked as such)."""
     drawn = compiled.get_graph()
     return digest({"nodes": sorted(drawn.nodes), "edges": sorted([e.source, e.target, bool(e.conditional)] for e in drawn.edges)})
@@ -108,7 +108,7 @@ async def _append(services: Services, run_id: str, events: list[tuple[str, str, 
     """Redact the node's events and hand them to the saver that saves this step, which writes them
     in the same transaction; write them now only when no such saver runs the graph (no
     checkpointer, or another one)."""
-    redacted = [(kind, node, secrets.redact(data)) for kind, node, data in events]
+    redacted: list[tuple[str, str | None, Any]] = [(kind, node, secrets.redact(data)) for kind, node, data in events]
     hold = getattr(get_config()["configurable"].get(CONFIG_KEY_CHECKPOINTER), "hold_trace", None)  # the server's adapter forwards it
     info = get_runtime().execution_info
     if hold is not None and info is not None and info.thread_id is not None:
@@ -234,7 +234,7 @@ def _replan(node: str, state: dict[str, Any], update: dict[str, Any]) -> dict[st
 
 def _escalation(node: str, state: dict[str, Any], update: dict[str, Any]) -> dict[str, Any] | None:
     if node == "approve":
-        record = next(iter(update.get("approvals") or []), {})
+        record: dict[str, Any] = next(iter(update.get("approvals") or []), {})
         return {"type": "tool_approval", "call_id": record.get("call_id"), "decision": record.get("decision"), "approver": record.get("approver")}
     if node == "escalate":
         kind, request = escalations.request(state)
