@@ -18,6 +18,7 @@ from typing_extensions import TypedDict  # pydantic builds the server's output s
 
 from boundloop.graph import ladder
 from boundloop.graph.core.budget import add_usage, summed_usage
+from boundloop.graph.core.records import Approval, Ending, Observation, Plan, Quality, Status, Usage
 from boundloop.graph.fold_index import FoldIndex
 from boundloop.tools import breakers as breaker_state
 
@@ -152,7 +153,7 @@ class LoopState(TypedDict, total=False):
     tools: dict[str, Any]
     """The tool definitions pinned at intake, written once: {"version": registry hash, "specs": [...]}.
     Every step's registry comes from here, not from the live servers (tools/pinning.py)."""
-    plan: dict[str, Any]
+    plan: Plan
     """Steps (id, description, depends_on, tools, done_when, status), the plan hash, validation errors."""
     clarifications: list[str]
     """Questions a human answered during the run ("question → answer"); the planner reads them."""
@@ -162,13 +163,13 @@ class LoopState(TypedDict, total=False):
     """Persistent memories recalled at intake (graph/context/memory.py): retrieved evidence with its source, never instructions."""
     messages: Annotated[list[AnyMessage], DeltaChannel(_fold_messages, snapshot_frequency=SNAPSHOT_EVERY)]
     """The actor's conversation: each AI tool call is paired with exactly one tool result."""
-    observations: Annotated[list[dict[str, Any]], DeltaChannel(_fold_by_call_id, snapshot_frequency=SNAPSHOT_EVERY)]
+    observations: Annotated[list[Observation], DeltaChannel(_fold_by_call_id, snapshot_frequency=SNAPSHOT_EVERY)]
     """One record per tool call, climbing the grounding ladder: intended (proposed) → attempted (sent) →
     observed (a result came back) → verified (its post-condition holds) → committed (in the committed result)."""
     context: dict[str, Any]
     """The last model request's measure: role, tokens, growth since that role's previous request,
     method (tokenizer or estimate), limit; `pressure` when the actor's next request needs compaction."""
-    usage: Annotated[dict[str, Any], DeltaChannel(_fold_usage, snapshot_frequency=USAGE_SNAPSHOT_EVERY)]
+    usage: Annotated[Usage, DeltaChannel(_fold_usage, snapshot_frequency=USAGE_SNAPSHOT_EVERY)]
     """Budget consumed so far; nodes send deltas, the reducer sums them (and a checkpoint stores
     only them: the whole total in every step's checkpoint was a third of an iteration's blobs)."""
     breakers: Annotated[dict[str, Any], DeltaChannel(breaker_state.merged, snapshot_frequency=SNAPSHOT_EVERY)]
@@ -176,16 +177,43 @@ class LoopState(TypedDict, total=False):
     write only the entries they changed (one per distinct call grows the whole), the reducer merges them."""
     dispatch: list[list[dict[str, Any]]]
     """Admitted calls waiting to run, in waves: reads together, each write alone, in proposed order."""
-    approvals: Annotated[list[dict[str, Any]], merge_by_call_id]
+    approvals: Annotated[list[Approval], merge_by_call_id]
     """Calls waiting for a human decision, and the decisions made (one record per call id)."""
-    quality: dict[str, Any]
+    quality: Quality
     """Verification verdicts, critique scores, repair log, failure signatures, confidence."""
     goal_check: dict[str, Any]
     """The latest periodic goal check (graph/quality/goal_check.py): its window of actor turns, progress
     signals, the goal_check model's verdict (or why there is none) and the decision."""
-    ending: dict[str, Any] | None
+    ending: Ending | None
     """Set by the node that decides how the run ends: {code, reason, next_safe_action}."""
-    status: dict[str, Any]
+    status: Status
     """Current phase and, once ended, the terminal code."""
     result: dict[str, Any]
     """The terminal artifact: result with provenance, failure report, or halt record."""
+
+
+class LoopUpdate(TypedDict, total=False):
+    """What a node returns: the channels it changed, each as LoopState holds it (a merged channel's
+    value is the write its reducer merges: new or changed records, a usage delta)."""
+
+    task: dict[str, Any]
+    settings: dict[str, Any]
+    budget: dict[str, Any]
+    boundary: dict[str, Any]
+    tools: dict[str, Any]
+    plan: Plan
+    clarifications: list[str]
+    evidence: list[dict[str, Any]]
+    memories: list[dict[str, Any]]
+    messages: list[AnyMessage]
+    observations: list[Observation]
+    context: dict[str, Any]
+    usage: Usage
+    breakers: dict[str, Any]
+    dispatch: list[list[dict[str, Any]]]
+    approvals: list[Approval]
+    quality: Quality
+    goal_check: dict[str, Any]
+    ending: Ending | None
+    status: Status
+    result: dict[str, Any]
