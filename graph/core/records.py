@@ -142,7 +142,10 @@ class Plan(TypedDict, total=False):
     errors: list[str]
     approved: bool
     approver: str | None
-    replan: list[str]
+    attempts: int
+    revisions: list[dict[str, Any]]
+    replan: dict[str, Any]
+    """A pending re-plan: the steps it is for, the ones reopened."""
 
 
 class Ending(TypedDict):
@@ -152,6 +155,19 @@ class Ending(TypedDict):
     reason: str
     next_safe_action: str
     dimension: NotRequired[str]
+    """The budget dimension that ran out."""
+    escalation: NotRequired[str]
+    dependency: NotRequired[str]
+    resume_to: NotRequired[str]
+    """The phase a run stopped by an unavailable dependency continues at."""
+    limit: NotRequired[str]
+    share: NotRequired[str]
+    threshold: NotRequired[str]
+
+
+ResumeTo = Literal["accepted_plan", "plan", "retrieve", "act", "commit", "repair"]
+"""Where a run continues after a human answered (`status.resume_to`); accepted_plan: past the plan
+the human approved."""
 
 
 class Status(TypedDict, total=False):
@@ -159,7 +175,7 @@ class Status(TypedDict, total=False):
 
     phase: str
     terminal: str
-    resume_to: str | None
+    resume_to: ResumeTo | None
 
 
 class Quality(TypedDict, total=False):
@@ -167,10 +183,12 @@ class Quality(TypedDict, total=False):
 
     verification: dict[str, Any]
     critique: dict[str, Any]
-    scores: list[dict[str, Any]]
+    scores: list[Any]
     repairs: list[dict[str, Any]]
-    failure_signatures: dict[str, int]
+    failure_signatures: list[str]
     best: dict[str, Any]
     accepted_by: str
     stall_replanned: bool
-    fresh_from: int
+    fresh_from: dict[str, int]
+    """Where the repair counts start again after a human granted more repairs."""
+    confidence: float
