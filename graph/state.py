@@ -8,6 +8,7 @@ added or changed, not the whole history or total again.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Annotated, Any, Callable, cast
 
 from langchain_core.messages import AnyMessage, BaseMessage, BaseMessageChunk, RemoveMessage
@@ -115,13 +116,13 @@ MERGED_BY: dict[str, Callable[[Any, Any], Any]] = {"messages": merge_messages, "
 """The channels whose writes are merged into the value (the rest are replaced), as LoopState declares them."""
 
 
-def applied(state: dict[str, Any], update: dict[str, Any]) -> dict[str, Any]:
+def applied(state: Mapping[str, Any], update: Mapping[str, Any]) -> LoopState:
     """The state once `update` is merged by the channels' reducers: what a node that goes on in the
     same step (act's grounding and gate, nodes/act.py) must decide from, before the step is saved."""
     merged = dict(state)
     for key, value in update.items():
         merged[key] = MERGED_BY[key](state.get(key) or type(value)(), value) if key in MERGED_BY else value
-    return merged
+    return cast("LoopState", merged)  # each channel merged as LoopState declares it
 
 
 def combined(first: dict[str, Any], second: dict[str, Any]) -> dict[str, Any]:

@@ -24,10 +24,11 @@ from boundloop.graph.quality.confidence import estimate, review_triggers, signal
 from boundloop.graph.core.plan import describe_unfinished, unfinished
 from boundloop.graph.services import Services
 from boundloop.graph.core.status import Terminal, ending
+from boundloop.graph.state import LoopState
 
 
-async def commit(state: dict[str, Any], services: Services) -> dict[str, Any]:
-    quality = dict(state.get("quality") or {})
+async def commit(state: LoopState, services: Services) -> dict[str, Any]:
+    quality: dict[str, Any] = dict(state.get("quality") or {})
     output = quality.get("verification", {}).get("output", "")
     signals = signals_of(state)
     confidence = estimate(signals)

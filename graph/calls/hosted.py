@@ -25,6 +25,7 @@ from __future__ import annotations
 import hashlib
 import json
 import time
+from collections.abc import Mapping
 from typing import Any
 
 from langchain_core.messages import AIMessage, HumanMessage
@@ -64,7 +65,7 @@ def approval_requests(message: Any) -> list[dict[str, Any]]:
     return [block for block in blocks(message) if block.get("type") == REQUEST]
 
 
-def offer(state: dict[str, Any]) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+def offer(state: Mapping[str, Any]) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """The hosted tools to add to the actor's request, and the request options that go with them.
     Nothing is offered once the budget has no room for one more tool call."""
     offers = [entry for entry in (state.get("boundary") or {}).get("hosted") or [] if entry["offered"]]
@@ -79,7 +80,7 @@ def offer(state: dict[str, Any]) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     return hosted.provider_tools(roomy), options
 
 
-async def observe_reply(state: dict[str, Any], services: Services, reply: AIMessage) -> dict[str, Any]:
+async def observe_reply(state: Mapping[str, Any], services: Services, reply: AIMessage) -> dict[str, Any]:
     """The update that accounts for every hosted call `reply` reports (see the module docstring)."""
     items = [block for block in blocks(reply) if block.get("type") in hosted.ITEM_TYPES]
     if not items:
@@ -112,7 +113,7 @@ async def observe_reply(state: dict[str, Any], services: Services, reply: AIMess
     return update
 
 
-def admit_requests(state: dict[str, Any], reply: AIMessage, turn: int, usage: dict[str, Any]) -> dict[str, Any]:
+def admit_requests(state: Mapping[str, Any], reply: AIMessage, turn: int, usage: Mapping[str, Any]) -> dict[str, Any]:
     """The gate's decisions on a reply's approval requests: `messages` (the answers given now),
     `observations`, `asks` (for the approve node), `usage` (what approved calls reserve), `ending`.
     `usage` is the run's usage with this turn's reservations so far."""

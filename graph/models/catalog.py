@@ -157,7 +157,7 @@ class NoReply(Exception):
 
 
 async def call_model(
-    state: dict[str, Any],
+    state: Mapping[str, Any],
     services: Services,
     role: str,
     messages: Sequence[BaseMessage],
@@ -204,7 +204,7 @@ async def call_model(
 
 
 async def ask_for(
-    state: dict[str, Any], services: Services, role: str, messages: Sequence[BaseMessage], kind: type[Reply]
+    state: Mapping[str, Any], services: Services, role: str, messages: Sequence[BaseMessage], kind: type[Reply]
 ) -> tuple[Reply | None, str | None, dict[str, Any]]:
     """Ask `role` for a JSON reply of `kind`; a malformed reply is shown its problem and asked again,
     up to MAX_ASKS calls in all, each charged like any call. Returns (reply or None, the last
@@ -225,7 +225,7 @@ async def ask_for(
     return None, problem, spent
 
 
-def _exhausted(state: dict[str, Any], spent: dict[str, Any]) -> Exhaustion | None:
+def _exhausted(state: Mapping[str, Any], spent: Mapping[str, Any]) -> Exhaustion | None:
     return check_before_model_call(add_usage(state.get("usage"), spent.get("usage")), Budget.model_validate(state["budget"]))
 
 
@@ -255,7 +255,7 @@ def context_window_of(settings: dict[str, Any], name: str) -> int | None:
     return (settings.get("context_windows") or {}).get(name) or CONTEXT_WINDOWS.get(name)
 
 
-def _attempts_update(attempts: model_calls.Attempts, state: dict[str, Any]) -> dict[str, Any]:
+def _attempts_update(attempts: model_calls.Attempts, state: Mapping[str, Any]) -> dict[str, Any]:
     """What the attempts cost; the breaker entries that differ from the node's input state (so the
     delta also carries what earlier calls of the same node changed, in `spent`)."""
     update: dict[str, Any] = {"usage": {"retries": attempts.retries}}
@@ -264,7 +264,7 @@ def _attempts_update(attempts: model_calls.Attempts, state: dict[str, Any]) -> d
     return update
 
 
-def _ending(state: dict[str, Any], role: str, failed: model_calls.ModelCallFailed) -> dict[str, str]:
+def _ending(state: Mapping[str, Any], role: str, failed: model_calls.ModelCallFailed) -> dict[str, str]:
     if isinstance(failed, model_calls.DeadlineReached):
         limit = state["budget"]["wall_clock_s"]
         exhaustion = Exhaustion("wall_clock_s", limit, limit, Terminal.TIMEOUT)
