@@ -20,11 +20,12 @@ from dataclasses import dataclass, field
 from collections.abc import Mapping, Sequence
 from typing import Any, TypeVar
 
+from boundloop.graph.core.records import Stage
 from boundloop.graph.fold_index import FoldIndex
 
 Record = TypeVar("Record", bound=Mapping[str, Any])
 
-AWAITING_GROUNDING = frozenset({"observed", "attempted"})
+AWAITING_GROUNDING: frozenset[Stage] = frozenset({"observed", "attempted"})
 """Stages of a call that ran (or was sent and never answered) and that observe has not grounded yet."""
 
 

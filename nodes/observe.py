@@ -27,6 +27,7 @@ from boundloop.graph.quality import replan
 from boundloop.graph.core.budget import Budget
 from boundloop.graph.safety import instruction_cues
 from boundloop.graph.services import Services, current_run_id
+from boundloop.graph.core.records import Observation
 from boundloop.graph.core.status import Terminal, ending
 from boundloop.graph.state import LoopState
 from boundloop.tools import breakers, pinning, postconditions
@@ -48,11 +49,12 @@ async def observe(state: LoopState, services: Services) -> dict[str, Any]:
     results = await _ledger_results(fresh, services)
     texts = _tool_texts(state.get("messages", []), {obs["tool_call_id"] for obs in fresh})
     steps: Sequence[Mapping[str, Any]] = (state.get("plan") or {}).get("steps", [])
-    grounded, ended = [], []
+    grounded: list[Observation] = []
+    ended = []
     for obs in fresh:
         spec, call = registry.get(obs["tool"]), calls.get(obs["call_id"])
         args = call["args"] if call is not None else {}
-        record: dict[str, Any] = {"call_id": obs["call_id"], "grounded": True}
+        record: Observation = {"call_id": obs["call_id"], "grounded": True}
         if obs.get("answered_by"):  # nothing ran: no breaker counts it, no rung above observed, no step done by it
             grounded.append({**record, "postcondition": HUMAN_ANSWER})
             continue

@@ -30,6 +30,7 @@ from langchain_core.messages import AIMessage, ToolMessage
 from langgraph.config import get_store
 from langgraph.store.base import BaseStore
 
+from boundloop.graph.core.records import Stage
 from boundloop.tools.gateway import as_data
 
 ROOT = ("boundloop", "memory")
@@ -44,7 +45,7 @@ RECALL_LIMIT = 5
 """Memories shown to the planner and the actor per run."""
 SCAN_LIMIT = 200
 """Newest memories of a namespace the keyword fallback ranks."""
-VERIFIED_STAGES = frozenset({"verified", "committed"})
+VERIFIED_STAGES: frozenset[Stage] = frozenset({"verified", "committed"})
 _BLOCK = re.compile(r"\s*<memory-candidates>(.*?)</memory-candidates>\s*", re.S)
 _WORD = re.compile(r"[a-z0-9][a-z0-9_\-']*")
 _STOP = frozenset(

@@ -51,6 +51,8 @@ class Observation(TypedDict, total=False):
     answered_by: str
     grounded: bool
     postcondition: str
+    instructions: list[str]
+    """The kinds of instruction the tool's result carries (graph/safety.py), which the model must not follow."""
     excerpt: str
     pointer: str | None
     sha256: str | None
