@@ -93,13 +93,13 @@ def can_ask_a_human(state: Mapping[str, Any]) -> bool:
 
 def waiting_status(requests: list[Any]) -> str:
     """The waiting status of a paused run, from what its first pending request asks."""
-    request = requests[0] if requests and isinstance(requests[0], dict) else {}
+    request: dict[str, Any] = requests[0] if requests and isinstance(requests[0], dict) else {}
     return {
         "ask_user": request.get("code", Terminal.MISSING_INFO),
         "elicitation": Terminal.MISSING_INFO,
         "review": Terminal.REVIEW_REQUIRED,
         "budget_extension": (request.get("ending") or {}).get("code", Terminal.BUDGET_EXHAUSTED),
-    }.get(request.get("type"), Terminal.CONFIRM_REQUIRED)
+    }.get(request.get("type", ""), Terminal.CONFIRM_REQUIRED)
 
 
 def waiting_for(requests: list[Any]) -> str:
