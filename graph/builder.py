@@ -9,6 +9,7 @@ from __future__ import annotations
 import functools
 import time
 from contextlib import asynccontextmanager, nullcontext
+from collections.abc import Mapping
 from typing import Any, AsyncIterator, Awaitable, Callable
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
@@ -67,7 +68,7 @@ TOOL_TASKS: dict[str, Node] = {"execute": execute, "approve": approve}
 """Nodes run once per tool call (sent by the guards); their time is counted by act's grounding, not here."""
 
 
-def build_graph(*, checkpointer: BaseCheckpointSaver | None = None, services: Services | None = None) -> CompiledStateGraph:
+def build_graph(*, checkpointer: BaseCheckpointSaver | None = None, services: Services | None = None) -> CompiledStateGraph[Any, Any, Any, Any]:
     """The compiled loop. Pass a checkpointer for Python use; the server supplies its own."""
     services = services or Services()
     builder = StateGraph(LoopState, context_schema=RunSettings, input_schema=RunInput, output_schema=LoopState)
@@ -100,7 +101,7 @@ def build_graph(*, checkpointer: BaseCheckpointSaver | None = None, services: Se
 
 
 def _intake_node(services: Services) -> Node:
-    async def intake_node(state: dict[str, Any], runtime: Runtime[RunSettings]) -> dict[str, Any]:
+    async def intake_node(state: LoopState, runtime: Runtime[RunSettings]) -> dict[str, Any]:
         async with services.stops.node(current_run_id()):
             started = time.perf_counter()
             update = await intake(state, runtime, services)
@@ -140,13 +141,13 @@ def _task_node(node: Node, services: Services, *, calls_tool: bool) -> Node:
     return task_node
 
 
-def _inline(route: Callable[[dict[str, Any]], Any]) -> Callable[[dict[str, Any]], Awaitable[Any]]:
+def _inline(route: Callable[[LoopState], Any]) -> Callable[[LoopState], Awaitable[Any]]:
     """The guard as a coroutine, so LangGraph runs it on the event loop: a plain `def` edge is sent
     to its thread pool at every step, a hand-off that costs far more than the guard's pure work.
     `wraps` keeps the name and the `Literal` return type the graph draws its edges from."""
 
     @functools.wraps(route)
-    async def inline(state: dict[str, Any]) -> Any:
+    async def inline(state: LoopState) -> Any:
         return route(state)
 
     return inline
@@ -162,7 +163,7 @@ async def _interrupts_traced(name: str, services: Services) -> AsyncIterator[Non
         raise
 
 
-async def _settle(name: str, state: dict[str, Any], update: dict[str, Any], started: float, services: Services) -> dict[str, Any]:
+async def _settle(name: str, state: Mapping[str, Any], update: dict[str, Any], started: float, services: Services) -> dict[str, Any]:
     """Charge the node's active time to the wall-clock budget, write its trace event, and stream
     the phase's progress to `custom` stream consumers (Studio, SDK clients; a no-op otherwise)."""
     elapsed = time.perf_counter() - started

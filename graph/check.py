@@ -8,6 +8,7 @@
 from __future__ import annotations
 
 from collections import defaultdict
+from typing import Any
 
 from langgraph.graph.state import CompiledStateGraph
 
@@ -27,7 +28,7 @@ class GraphCheckError(Exception):
     """The compiled graph breaks a compilation rule; the message names the node and the edge."""
 
 
-def check_graph(compiled: CompiledStateGraph) -> None:
+def check_graph(compiled: CompiledStateGraph[Any, Any, Any, Any]) -> None:
     drawn = compiled.get_graph()
     edges: dict[str, set[str]] = defaultdict(set)
     for edge in drawn.edges:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, Generic, TypeVar
 
 Index = TypeVar("Index")
@@ -41,7 +41,7 @@ class FoldIndex(Generic[Index]):
         held = self.held(value)
         return self._build(value) if held is None else self._copy(held)
 
-    def held(self, value: list[Any]) -> Index | None:
+    def held(self, value: Sequence[Any]) -> Index | None:
         """The index held for `value` (or for a list with the same elements), only to read; None when none is."""
         if not value:
             return None
@@ -60,6 +60,6 @@ class FoldIndex(Generic[Index]):
                 self._kept.popitem(last=False)
 
 
-def _key(value: list[Any]) -> tuple[int, int]:
+def _key(value: Sequence[Any]) -> tuple[int, int]:
     """Length and last element: a held list keeps its last element alive, so its id is not reused."""
     return len(value), id(value[-1])

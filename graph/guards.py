@@ -10,6 +10,7 @@ one `Send` per tool call, so each call is its own task.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
 from langchain_core.messages import AIMessage
@@ -22,6 +23,8 @@ from boundloop.graph.core.deadline import budget_left_s
 from boundloop.graph.calls.hosted import approval_requests
 from boundloop.graph.core.plan import evidence_to_fetch, unfinished
 from boundloop.graph.core.status import Terminal
+from boundloop.graph.core.records import Approval
+from boundloop.graph.state import LoopState
 from boundloop.graph.tripwires import tripped
 
 Stop = Literal["escalate", "finalize"]
@@ -29,51 +32,52 @@ ASK_A_HUMAN = frozenset({Terminal.MISSING_INFO, Terminal.AMBIGUOUS_INTENT, Termi
 """Endings a person can resolve: answer, extend, or review."""
 
 
-def _budget(state: dict[str, Any]) -> Budget:
+def _budget(state: LoopState) -> Budget:
     return Budget.model_validate(state["budget"])
 
 
-def must_stop(state: dict[str, Any]) -> bool:
+def must_stop(state: LoopState) -> bool:
     usage = state.get("usage", {})
     return bool(state.get("ending")) or tripped(state) is not None or check_before_step(usage, _budget(state)) is not None
 
 
-def may_call_model(state: dict[str, Any]) -> bool:
+def may_call_model(state: LoopState) -> bool:
     return not must_stop(state) and check_before_model_call(state.get("usage", {}), _budget(state)) is None
 
 
-def stop(state: dict[str, Any]) -> Stop:
+def stop(state: LoopState) -> Stop:
     """Where a stopping run goes: a human who can resolve it, or the end."""
     if state.get("settings", {}).get("unattended") or "budget" not in state:
         return "finalize"
     if not state.get("ending") and tripped(state):
         return "finalize"  # a tripwire is no budget to extend: nobody can answer it away
-    if (state.get("ending") or {}).get("escalation") == "repair_review":
+    ending: Mapping[str, Any] = state.get("ending") or {}
+    if ending.get("escalation") == "repair_review":
         return "escalate" if _escalations_left(state) else "finalize"  # repairs ran out: a human may accept the best output
-    code = (state.get("ending") or {}).get("code") or _exhausted_code(state)
+    code = ending.get("code") or _exhausted_code(state)
     return "escalate" if code in ASK_A_HUMAN and _escalations_left(state) else "finalize"
 
 
-def _escalations_left(state: dict[str, Any]) -> bool:
+def _escalations_left(state: LoopState) -> bool:
     limit = _budget(state).escalations
     return limit is None or state["usage"].get("escalations", 0) < limit
 
 
-def _exhausted_code(state: dict[str, Any]) -> str | None:
+def _exhausted_code(state: LoopState) -> str | None:
     usage, budget = state.get("usage", {}), _budget(state)
     exhaustion = check_before_model_call(usage, budget) or check_before_step(usage, budget)
     return None if exhaustion is None else exhaustion.code
 
 
-def route_after_intake(state: dict[str, Any]) -> Literal["plan", "escalate", "finalize"]:
+def route_after_intake(state: LoopState) -> Literal["plan", "escalate", "finalize"]:
     return "plan" if "budget" in state and may_call_model(state) else stop(state)
 
 
-def route_after_plan(state: dict[str, Any]) -> Literal["validate_plan", "escalate", "finalize"]:
+def route_after_plan(state: LoopState) -> Literal["validate_plan", "escalate", "finalize"]:
     return stop(state) if must_stop(state) else "validate_plan"
 
 
-def route_after_validate(state: dict[str, Any]) -> Literal["plan", "retrieve", "act", "escalate", "finalize"]:
+def route_after_validate(state: LoopState) -> Literal["plan", "retrieve", "act", "escalate", "finalize"]:
     if must_stop(state):
         return stop(state)
     plan = state["plan"]
@@ -84,17 +88,17 @@ def route_after_validate(state: dict[str, Any]) -> Literal["plan", "retrieve", "
     return after_plan_accepted(state)
 
 
-def after_plan_accepted(state: dict[str, Any]) -> Literal["retrieve", "act", "escalate", "finalize"]:
+def after_plan_accepted(state: LoopState) -> Literal["retrieve", "act", "escalate", "finalize"]:
     if evidence_to_fetch(state["plan"]["steps"], state.get("evidence")):
         return "retrieve"
     return "act" if may_call_model(state) else stop(state)
 
 
-def route_after_retrieve(state: dict[str, Any]) -> Literal["act", "escalate", "finalize"]:
+def route_after_retrieve(state: LoopState) -> Literal["act", "escalate", "finalize"]:
     return "act" if may_call_model(state) else stop(state)
 
 
-def needs_gate(state: dict[str, Any]) -> bool:
+def needs_gate(state: LoopState) -> bool:
     """The actor's reply, just merged into `state`, proposes calls to decide, and the run goes on.
     act's node asks this before it gates (nodes/act.py); an approval request of a provider-side
     connector is gated like a call."""
@@ -104,7 +108,7 @@ def needs_gate(state: dict[str, Any]) -> bool:
     return isinstance(last, AIMessage) and bool(last.tool_calls or last.invalid_tool_calls or approval_requests(last))
 
 
-def route_after_act(state: dict[str, Any]) -> list[Send] | Literal["compact", "approve", "execute", "act", "plan", "verify", "repair", "escalate", "finalize"]:
+def route_after_act(state: LoopState) -> list[Send] | Literal["compact", "approve", "execute", "act", "plan", "verify", "repair", "escalate", "finalize"]:
     """The gate decided the reply's calls in act's step, or act grounded results while the turn goes
     on: dispatch, approve, re-plan or stop as the turn requires. Otherwise the reply was a final
     answer, or the run stops, or its context needs room."""
@@ -120,7 +124,7 @@ def route_after_act(state: dict[str, Any]) -> list[Send] | Literal["compact", "a
     return "verify" if not needs_judge or may_call_model(state) else stop(state)
 
 
-def route_tool_calls(state: dict[str, Any]) -> list[Send] | Literal["act", "plan", "escalate", "finalize"]:
+def route_tool_calls(state: LoopState) -> list[Send] | Literal["act", "plan", "escalate", "finalize"]:
     """After act's gate or its grounding: every approval of the turn first, then the dispatch waves in
     order (an approved call in its place, with the arguments it was approved with; a rejected or
     answered one left out), then the planner when a step asks for a re-plan, else the actor."""
@@ -134,19 +138,19 @@ def route_tool_calls(state: dict[str, Any]) -> list[Send] | Literal["act", "plan
     return _next_model_step(state)
 
 
-def _next_model_step(state: dict[str, Any]) -> Literal["plan", "act", "escalate", "finalize"]:
+def _next_model_step(state: LoopState) -> Literal["plan", "act", "escalate", "finalize"]:
     """The planner when a re-plan is pending (a stuck step, a repair's REPLAN), else the actor."""
     if not may_call_model(state):
         return stop(state)
     return "plan" if (state.get("plan") or {}).get("replan") else "act"
 
 
-def _decisions(state: dict[str, Any]) -> dict[str, dict[str, Any]]:
+def _decisions(state: LoopState) -> dict[str, Approval]:
     """The human decisions made on the run's approvals, by call id."""
     return {entry["call_id"]: entry for entry in state.get("approvals", []) if "decision" in entry}
 
 
-def _runnable(call: dict[str, Any], decided: dict[str, dict[str, Any]]) -> dict[str, Any] | None:
+def _runnable(call: dict[str, Any], decided: Mapping[str, Mapping[str, Any]]) -> dict[str, Any] | None:
     """The call as it runs: as admitted, as approved (edits included), or None when it does not run."""
     if not call.get("ask"):
         return call
@@ -156,15 +160,15 @@ def _runnable(call: dict[str, Any], decided: dict[str, dict[str, Any]]) -> dict[
     return {**call, "args": decision.get("args", call["args"]), "args_hash": decision.get("args_hash", call["args_hash"])}
 
 
-def route_after_compact(state: dict[str, Any]) -> Literal["act", "escalate", "finalize"]:
+def route_after_compact(state: LoopState) -> Literal["act", "escalate", "finalize"]:
     return "act" if may_call_model(state) else stop(state)
 
 
-def route_after_verify(state: dict[str, Any]) -> Literal["critique", "escalate", "finalize"]:
+def route_after_verify(state: LoopState) -> Literal["critique", "escalate", "finalize"]:
     return "critique" if may_call_model(state) else stop(state)
 
 
-def route_after_critique(state: dict[str, Any]) -> Literal["commit", "repair", "escalate", "finalize"]:
+def route_after_critique(state: LoopState) -> Literal["commit", "repair", "escalate", "finalize"]:
     if must_stop(state):
         return stop(state)
     critique = state["quality"]["critique"]
@@ -175,21 +179,23 @@ def route_after_critique(state: dict[str, Any]) -> Literal["commit", "repair", "
     return "repair"
 
 
-def route_after_repair(state: dict[str, Any]) -> Literal["plan", "act", "escalate", "finalize"]:
+def route_after_repair(state: LoopState) -> Literal["plan", "act", "escalate", "finalize"]:
     """To the planner when the repair strategy is REPLAN (nodes/repair.py), else back to the actor."""
     return _next_model_step(state)
 
 
-def route_after_commit(state: dict[str, Any]) -> Literal["remember", "escalate", "finalize"]:
+def route_after_commit(state: LoopState) -> Literal["remember", "escalate", "finalize"]:
     """A committed result whose answer proposes memories goes through the memory write gate; nothing
     else ever reaches it. One that proposes none goes to the end: the gate would have nothing to judge,
     and a step is a checkpoint."""
-    if state["ending"]["code"] not in (Terminal.SUCCESS, Terminal.PARTIAL_SUCCESS):
+    ending = state["ending"]
+    assert ending is not None, "commit ends the run one way or another"
+    if ending["code"] not in (Terminal.SUCCESS, Terminal.PARTIAL_SUCCESS):
         return stop(state)
     return "remember" if memory.proposed(state.get("messages", [])) else "finalize"
 
 
-def route_after_escalate(state: dict[str, Any]) -> Literal["plan", "retrieve", "act", "commit", "repair", "escalate", "finalize"]:
+def route_after_escalate(state: LoopState) -> Literal["plan", "retrieve", "act", "commit", "repair", "escalate", "finalize"]:
     """Back to where the human's answer lets the run continue, or to the end if they declined."""
     if state.get("ending"):
         return "finalize"
@@ -201,14 +207,15 @@ def route_after_escalate(state: dict[str, Any]) -> Literal["plan", "retrieve", "
     return target or "finalize"
 
 
-def _decided(state: dict[str, Any], call: dict[str, Any]) -> bool:
+def _decided(state: LoopState, call: Mapping[str, Any]) -> bool:
     return any(entry.get("call_id") == call["call_id"] and "decision" in entry for entry in state.get("approvals", []))
 
 
-def task_payload(state: dict[str, Any], node: str, call_id: str) -> dict[str, Any]:
+def task_payload(state: LoopState, node: str, call_id: str) -> dict[str, Any]:
     """What the `node` task sent for call `call_id` gets, from the state its step starts from
     (graph/sends.py): the call as `route_tool_calls` sent it (approved arguments included), its
     run's pinned tools, settings and profile, and what it may still spend."""
+    calls: Sequence[Mapping[str, Any]]
     if node == "approve":
         calls = [entry for entry in state.get("approvals", []) if "reservation" in entry]
     else:
@@ -233,7 +240,7 @@ def task_payload(state: dict[str, Any], node: str, call_id: str) -> dict[str, An
     }
 
 
-def _unmet(state: dict[str, Any], call: dict[str, Any]) -> str | None:
+def _unmet(state: LoopState, call: Mapping[str, Any]) -> str | None:
     """The refusal for a call held for a later wave whose dependency is still not done (else None)."""
     steps = (state.get("plan") or {}).get("steps", [])
     missing = schedule.missing_dependencies(steps, call.get("step_id"))

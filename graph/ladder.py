@@ -17,11 +17,15 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import Any, TypeVar
 
+from boundloop.graph.core.records import Stage
 from boundloop.graph.fold_index import FoldIndex
 
-AWAITING_GROUNDING = frozenset({"observed", "attempted"})
+Record = TypeVar("Record", bound=Mapping[str, Any])
+
+AWAITING_GROUNDING: frozenset[Stage] = frozenset({"observed", "attempted"})
 """Stages of a call that ran (or was sent and never answered) and that observe has not grounded yet."""
 
 
@@ -39,30 +43,30 @@ class Ladder:
     evidence: dict[str, None] = field(default_factory=dict)
     """Call ids of the retrieve phase's records."""
 
-    def awaiting_grounding(self, records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    def awaiting_grounding(self, records: Sequence[Record]) -> list[Record]:
         """The records (of the list this ladder is of) of calls that ran and are not grounded yet, in order."""
         return [records[position] for position in sorted(self.positions[call_id] for call_id in self.ungrounded)]
 
-    def evidence_of(self, records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    def evidence_of(self, records: Sequence[Record]) -> list[Record]:
         """The retrieve phase's records (of the list this ladder is of), in order."""
         return [records[position] for position in sorted(self.positions[call_id] for call_id in self.evidence)]
 
-    def record(self, records: list[dict[str, Any]], call_id: str) -> dict[str, Any] | None:
+    def record(self, records: Sequence[Record], call_id: str) -> Record | None:
         position = self.positions.get(call_id)
         return None if position is None else records[position]
 
     def copy(self) -> Ladder:
         return Ladder(dict(self.positions), self.statuses.copy(), dict(self.ungrounded), self.pointers, dict(self.evidence))
 
-    def add(self, record: dict[str, Any], position: int) -> None:
+    def add(self, record: Mapping[str, Any], position: int) -> None:
         self.positions[record["call_id"]] = position
         self._count(record, 1)
 
-    def replace(self, old: dict[str, Any], new: dict[str, Any]) -> None:
+    def replace(self, old: Mapping[str, Any], new: Mapping[str, Any]) -> None:
         self._count(old, -1)
         self._count(new, 1)
 
-    def _count(self, record: dict[str, Any], sign: int) -> None:
+    def _count(self, record: Mapping[str, Any], sign: int) -> None:
         status = record.get("status")
         self.statuses[status] += sign
         if not self.statuses[status]:
@@ -81,7 +85,7 @@ class Ladder:
                 self.ungrounded.pop(record["call_id"], None)
 
 
-def build(records: list[dict[str, Any]]) -> Ladder:
+def build(records: Sequence[Mapping[str, Any]]) -> Ladder:
     ladder = Ladder()
     for position, record in enumerate(records):
         ladder.add(record, position)
@@ -92,7 +96,7 @@ KEPT = FoldIndex(build, Ladder.copy)
 """The ladders of the lists the fold returned last (graph/state.py keeps them)."""
 
 
-def of(records: list[dict[str, Any]]) -> Ladder:
+def of(records: Sequence[Mapping[str, Any]]) -> Ladder:
     """The ladder of `records`, only to read."""
     held = KEPT.held(records)
     return build(records) if held is None else held

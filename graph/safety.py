@@ -15,6 +15,7 @@ Never blocks a call itself (the gate does); decides only whether the run must en
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from typing import Any
 
 from langchain_core.messages import AIMessage
@@ -59,7 +60,7 @@ def cues_of(observation: dict[str, Any]) -> list[str]:
     return []
 
 
-def unsafe(state: dict[str, Any]) -> dict[str, Any] | None:
+def unsafe(state: Mapping[str, Any]) -> dict[str, Any] | None:
     """UNSAFE_DETECTION when the breaker trips, with the evidence named in the reason."""
     if not refused_any(state):  # both trips need a refused attempt
         return None
@@ -87,7 +88,7 @@ def unsafe(state: dict[str, Any]) -> dict[str, Any] | None:
     return None
 
 
-def permission_denied(state: dict[str, Any]) -> dict[str, Any] | None:
+def permission_denied(state: Mapping[str, Any]) -> dict[str, Any] | None:
     """PERMISSION_DENIED when a required step's every tool was refused: denied by policy (at once),
     or rejected by a human and the actor then gave its final answer without it. A rejection is
     the human's permission decision, not a failure: the actor reads it and may revise (another
@@ -119,20 +120,20 @@ def permission_denied(state: dict[str, Any]) -> dict[str, Any] | None:
     return None
 
 
-def refused_any(state: dict[str, Any]) -> bool:
+def refused_any(state: Mapping[str, Any]) -> bool:
     """Whether any call was refused by authority: the precondition of every trip here, which every
     guard asks, so it is read from the statuses the fold counts (graph/ladder.py), not the history."""
     return not REFUSED_BY_AUTHORITY.isdisjoint(ladder.of(state.get("observations", [])).statuses)
 
 
-def _answered(state: dict[str, Any]) -> bool:
+def _answered(state: Mapping[str, Any]) -> bool:
     """The actor's latest message is a final answer (no tool calls)."""
     messages = state.get("messages") or []
     last = messages[-1] if messages else None
     return isinstance(last, AIMessage) and not last.tool_calls and not last.invalid_tool_calls
 
 
-def evidence(state: dict[str, Any]) -> dict[str, Any]:
+def evidence(state: Mapping[str, Any]) -> dict[str, Any]:
     """What the trace keeps for a security review: the results that carried instructions, and every refused attempt."""
     observations = state.get("observations", [])
     return {

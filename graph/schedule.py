@@ -14,6 +14,7 @@ Reads never move ahead of an earlier write, and writes keep the model's order.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from boundloop.graph.core.plan import serves
@@ -35,11 +36,11 @@ class Binding:
     """Dependencies not done and not served this turn: the call is refused."""
 
 
-def done_ids(steps: list[dict[str, Any]]) -> set[str]:
+def done_ids(steps: Sequence[Mapping[str, Any]]) -> set[str]:
     return {step["id"] for step in steps if step.get("status") == "done"}
 
 
-def missing_dependencies(steps: list[dict[str, Any]], step_id: str | None) -> list[str]:
+def missing_dependencies(steps: Sequence[Mapping[str, Any]], step_id: str | None) -> list[str]:
     """The dependencies of `step_id` that are not done (empty for a call that serves no step)."""
     step = next((step for step in steps if step["id"] == step_id), None)
     if step is None:
@@ -48,13 +49,13 @@ def missing_dependencies(steps: list[dict[str, Any]], step_id: str | None) -> li
     return [dependency for dependency in step.get("depends_on", []) if dependency not in done]
 
 
-def ready_steps(steps: list[dict[str, Any]]) -> list[str]:
+def ready_steps(steps: Sequence[Mapping[str, Any]]) -> list[str]:
     """Steps not done whose dependencies all are: the ones a call may serve now."""
     done = done_ids(steps)
     return [step["id"] for step in steps if step["id"] not in done and all(dep in done for dep in step.get("depends_on", []))]
 
 
-def bind(steps: list[dict[str, Any]], calls: list[tuple[str, Any, bool]]) -> list[Binding]:
+def bind(steps: Sequence[Mapping[str, Any]], calls: list[tuple[str, Any, bool]]) -> list[Binding]:
     """One binding per call of (tool, args, read_only), in the model's order."""
     done = done_ids(steps)
     claimed: set[tuple[str, str]] = set()
@@ -88,9 +89,9 @@ def bind(steps: list[dict[str, Any]], calls: list[tuple[str, Any, bool]]) -> lis
     return bindings
 
 
-def _choose(candidates: list[dict[str, Any]], done: set[str], served_at: dict[str, int]) -> tuple[dict[str, Any] | None, list[str]]:
+def _choose(candidates: Sequence[Mapping[str, Any]], done: set[str], served_at: dict[str, int]) -> tuple[Mapping[str, Any] | None, list[str]]:
     """A ready step first; then one whose open dependencies this turn serves; else the first, blocked."""
-    def open_deps(step: dict[str, Any]) -> list[str]:
+    def open_deps(step: Mapping[str, Any]) -> list[str]:
         return [dep for dep in step.get("depends_on", []) if dep not in done]
 
     for step in candidates:
@@ -104,7 +105,7 @@ def _choose(candidates: list[dict[str, Any]], done: set[str], served_at: dict[st
     return None, []
 
 
-def refusal(steps: list[dict[str, Any]], tool: str, step_id: str, missing: list[str] | tuple[str, ...]) -> str:
+def refusal(steps: Sequence[Mapping[str, Any]], tool: str, step_id: str | None, missing: list[str] | tuple[str, ...]) -> str:
     """The text the model reads for a call refused for an unmet dependency."""
     return UNMET.format(tool=tool, step=step_id, missing=", ".join(missing), ready=", ".join(ready_steps(steps)) or "none")
 

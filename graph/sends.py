@@ -11,17 +11,20 @@ saved checkpoint after a crash. `task_state()` reads it through the task's confi
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from langgraph._internal._constants import CONFIG_KEY_READ  # the channel reader LangGraph gives every task (1.2.x, pinned)
 from langgraph.config import get_config
 from langgraph.types import Send
 
+from boundloop.graph.state import LoopState
+
 READ = ("task", "settings", "budget", "tools", "usage", "breakers", "plan", "dispatch", "approvals")
 """The channels a tool task's payload is built from (guards.task_payload)."""
 
 
-def send(node: str, call: dict[str, Any]) -> Send:
+def send(node: str, call: Mapping[str, Any]) -> Send:
     return Send(node, {"call_id": call["call_id"]})
 
 
@@ -30,6 +33,6 @@ def call_id(arg: dict[str, Any]) -> str:
     return arg["call_id"] if "call_id" in arg else arg["call"]["call_id"]
 
 
-def task_state() -> dict[str, Any]:
+def task_state() -> LoopState:
     """The run's state (the `READ` channels) at the start of the running task's step."""
     return get_config()["configurable"][CONFIG_KEY_READ](list(READ))

@@ -14,7 +14,7 @@ import asyncio
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import Any, cast
 
 from langgraph.config import get_config
 from psycopg_pool import AsyncConnectionPool
@@ -189,14 +189,16 @@ class Services:
                 from boundloop.checkpoints.schema import migrate
 
                 # database_url may start the embedded cluster (subprocesses, file locks): off the loop.
-                url = self._database_url or await asyncio.to_thread(database_url)
+                url = self._database_url
+                if not url:
+                    url = await asyncio.to_thread(database_url)
                 self._pool = await open_pool(url)
                 await migrate(self._pool)
             return self._pool
 
     async def _lease_holder(self) -> LeaseHolder:
         if self._leases is None:
-            self._leases = LeaseHolder((await self.pool()).conninfo)
+            self._leases = LeaseHolder(cast(str, (await self.pool()).conninfo))  # our pools open on a URL, never a conninfo callable
         return self._leases
 
     async def aclose(self) -> None:

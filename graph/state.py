@@ -8,16 +8,18 @@ added or changed, not the whole history or total again.
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from collections.abc import Mapping
+from typing import Annotated, Any, Callable, cast
 
 from langchain_core.messages import AnyMessage, BaseMessage, BaseMessageChunk, RemoveMessage
 from langgraph.channels import DeltaChannel
 from langgraph.graph.message import add_messages
-from pydantic import ConfigDict
+from pydantic import ConfigDict, with_config
 from typing_extensions import TypedDict  # pydantic builds the server's output schema only from this one on 3.11
 
 from boundloop.graph import ladder
 from boundloop.graph.core.budget import add_usage, summed_usage
+from boundloop.graph.core.records import Approval, Ending, Observation, Plan, Quality, Status, Usage
 from boundloop.graph.fold_index import FoldIndex
 from boundloop.tools import breakers as breaker_state
 
@@ -47,14 +49,14 @@ def _fold_messages(current: list[AnyMessage] | None, writes: list[Any]) -> list[
     writes = [write for write in writes if write]
     if not writes:
         return current or []
-    messages = list(current or [])
+    messages: list[Any] = list(current or [])  # add_messages takes and returns any message-like values
     ids = _MESSAGE_IDS.of(current or [])
     for write in writes:
         if _only_new(write, ids):
             messages.extend(write)
             ids.update(message.id for message in write)
         else:
-            messages = add_messages(messages, write)
+            messages = cast("list[Any]", add_messages(messages, write))  # a list in is a list out; its signature says any Messages
             ids = _message_ids(messages)
     _MESSAGE_IDS.keep(messages, ids)
     return messages
@@ -64,7 +66,7 @@ def _message_ids(messages: list[AnyMessage]) -> set[str | None]:
     return {message.id for message in messages}
 
 
-_MESSAGE_IDS = FoldIndex(_message_ids, set)
+_MESSAGE_IDS: FoldIndex[set[str | None]] = FoldIndex(_message_ids, set)
 
 
 def _only_new(write: Any, ids: set[str | None]) -> bool:
@@ -109,18 +111,18 @@ def merge_messages(current: list[AnyMessage] | None, update: Any) -> list[AnyMes
     return _fold_messages(current, [update])
 
 
-MERGED_BY = {"messages": merge_messages, "observations": merge_by_call_id, "usage": add_usage, "breakers": breaker_state.merge,
+MERGED_BY: dict[str, Callable[[Any, Any], Any]] = {"messages": merge_messages, "observations": merge_by_call_id, "usage": add_usage, "breakers": breaker_state.merge,
              "approvals": merge_by_call_id}
 """The channels whose writes are merged into the value (the rest are replaced), as LoopState declares them."""
 
 
-def applied(state: dict[str, Any], update: dict[str, Any]) -> dict[str, Any]:
+def applied(state: Mapping[str, Any], update: Mapping[str, Any]) -> LoopState:
     """The state once `update` is merged by the channels' reducers: what a node that goes on in the
     same step (act's grounding and gate, nodes/act.py) must decide from, before the step is saved."""
     merged = dict(state)
     for key, value in update.items():
         merged[key] = MERGED_BY[key](state.get(key) or type(value)(), value) if key in MERGED_BY else value
-    return merged
+    return cast("LoopState", merged)  # each channel merged as LoopState declares it
 
 
 def combined(first: dict[str, Any], second: dict[str, Any]) -> dict[str, Any]:
@@ -137,10 +139,9 @@ def combined(first: dict[str, Any], second: dict[str, Any]) -> dict[str, Any]:
     return merged
 
 
+@with_config(ConfigDict(use_attribute_docstrings=True))  # the docstrings below become the output schema's descriptions
 class LoopState(TypedDict, total=False):
     """The run, as every node sees it. Values are JSON-able so Studio and the CLI can show them."""
-
-    __pydantic_config__ = ConfigDict(use_attribute_docstrings=True)  # the docstrings below become the output schema's descriptions
 
     task: dict[str, Any]
     """The task (boundloop.graph.task.Task as JSON)."""
@@ -153,7 +154,7 @@ class LoopState(TypedDict, total=False):
     tools: dict[str, Any]
     """The tool definitions pinned at intake, written once: {"version": registry hash, "specs": [...]}.
     Every step's registry comes from here, not from the live servers (tools/pinning.py)."""
-    plan: dict[str, Any]
+    plan: Plan
     """Steps (id, description, depends_on, tools, done_when, status), the plan hash, validation errors."""
     clarifications: list[str]
     """Questions a human answered during the run ("question → answer"); the planner reads them."""
@@ -163,13 +164,13 @@ class LoopState(TypedDict, total=False):
     """Persistent memories recalled at intake (graph/context/memory.py): retrieved evidence with its source, never instructions."""
     messages: Annotated[list[AnyMessage], DeltaChannel(_fold_messages, snapshot_frequency=SNAPSHOT_EVERY)]
     """The actor's conversation: each AI tool call is paired with exactly one tool result."""
-    observations: Annotated[list[dict[str, Any]], DeltaChannel(_fold_by_call_id, snapshot_frequency=SNAPSHOT_EVERY)]
+    observations: Annotated[list[Observation], DeltaChannel(_fold_by_call_id, snapshot_frequency=SNAPSHOT_EVERY)]
     """One record per tool call, climbing the grounding ladder: intended (proposed) → attempted (sent) →
     observed (a result came back) → verified (its post-condition holds) → committed (in the committed result)."""
     context: dict[str, Any]
     """The last model request's measure: role, tokens, growth since that role's previous request,
     method (tokenizer or estimate), limit; `pressure` when the actor's next request needs compaction."""
-    usage: Annotated[dict[str, Any], DeltaChannel(_fold_usage, snapshot_frequency=USAGE_SNAPSHOT_EVERY)]
+    usage: Annotated[Usage, DeltaChannel(_fold_usage, snapshot_frequency=USAGE_SNAPSHOT_EVERY)]
     """Budget consumed so far; nodes send deltas, the reducer sums them (and a checkpoint stores
     only them: the whole total in every step's checkpoint was a third of an iteration's blobs)."""
     breakers: Annotated[dict[str, Any], DeltaChannel(breaker_state.merged, snapshot_frequency=SNAPSHOT_EVERY)]
@@ -177,16 +178,43 @@ class LoopState(TypedDict, total=False):
     write only the entries they changed (one per distinct call grows the whole), the reducer merges them."""
     dispatch: list[list[dict[str, Any]]]
     """Admitted calls waiting to run, in waves: reads together, each write alone, in proposed order."""
-    approvals: Annotated[list[dict[str, Any]], merge_by_call_id]
+    approvals: Annotated[list[Approval], merge_by_call_id]
     """Calls waiting for a human decision, and the decisions made (one record per call id)."""
-    quality: dict[str, Any]
+    quality: Quality
     """Verification verdicts, critique scores, repair log, failure signatures, confidence."""
     goal_check: dict[str, Any]
     """The latest periodic goal check (graph/quality/goal_check.py): its window of actor turns, progress
     signals, the goal_check model's verdict (or why there is none) and the decision."""
-    ending: dict[str, Any] | None
+    ending: Ending | None
     """Set by the node that decides how the run ends: {code, reason, next_safe_action}."""
-    status: dict[str, Any]
+    status: Status
     """Current phase and, once ended, the terminal code."""
     result: dict[str, Any]
     """The terminal artifact: result with provenance, failure report, or halt record."""
+
+
+class LoopUpdate(TypedDict, total=False):
+    """What a node returns: the channels it changed, each as LoopState holds it (a merged channel's
+    value is the write its reducer merges: new or changed records, a usage delta)."""
+
+    task: dict[str, Any]
+    settings: dict[str, Any]
+    budget: dict[str, Any]
+    boundary: dict[str, Any]
+    tools: dict[str, Any]
+    plan: Plan
+    clarifications: list[str]
+    evidence: list[dict[str, Any]]
+    memories: list[dict[str, Any]]
+    messages: list[AnyMessage]
+    observations: list[Observation]
+    context: dict[str, Any]
+    usage: Usage
+    breakers: dict[str, Any]
+    dispatch: list[list[dict[str, Any]]]
+    approvals: list[Approval]
+    quality: Quality
+    goal_check: dict[str, Any]
+    ending: Ending | None
+    status: Status
+    result: dict[str, Any]

@@ -21,7 +21,7 @@ ROLLS_BACK: frozenset[str] = frozenset(
 )
 
 
-async def roll_back(run_id: str, settings: dict[str, Any], services: Services, pinned: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+async def roll_back(run_id: str, settings: dict[str, Any], services: Services, pinned: dict[str, Any] | None = None) -> list[saga.CompensationOutcome]:
     """Compensate every completed side effect of the run; return one outcome per effect. A side
     effect sent but never answered (an INTENT without outcome) is listed for a person to check."""
     ledger = await store.run_ledger(await services.pool(), run_id)

@@ -18,6 +18,7 @@ never dispatches), so no side effect is lost or repeated; only the model call is
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from typing import Any
 
 from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
@@ -31,6 +32,7 @@ from boundloop.graph.core.budget import add_usage
 from boundloop.graph.models.catalog import NoReply, call_model, model_id
 from boundloop.graph.models.prompts import ACTOR, SCHEMA_RULE, evidence_brief, task_brief
 from boundloop.graph.services import Services, current_run_id
+from boundloop.graph.state import LoopState
 from boundloop.graph.state import applied, combined
 from boundloop.graph.core.status import Terminal, ending
 from boundloop.nodes.gate import gate
@@ -43,7 +45,7 @@ GROUNDED = {"phase": "observe", "gated": True}
 """act's status when the step only grounded results and the turn goes on: the guard routes it on."""
 
 
-async def act(state: dict[str, Any], services: Services) -> dict[str, Any]:
+async def act(state: LoopState, services: Services) -> dict[str, Any]:
     """Ground the turn's results, then one actor turn and the gate's decisions (see the module docstring)."""
     grounded: dict[str, Any] = {}
     if (state.get("status") or {}).get("gated"):  # execute or approve ran since the last turn
@@ -55,7 +57,7 @@ async def act(state: dict[str, Any], services: Services) -> dict[str, Any]:
     return combined(grounded, await gate_reply(state, update, services))
 
 
-async def gate_reply(state: dict[str, Any], update: dict[str, Any], services: Services) -> dict[str, Any]:
+async def gate_reply(state: LoopState, update: dict[str, Any], services: Services) -> dict[str, Any]:
     """`update` with the gate's decisions on the reply's calls, when the run goes on to decide them
     (guards.needs_gate); else `update`."""
     after = applied(state, update)
@@ -64,7 +66,7 @@ async def gate_reply(state: dict[str, Any], update: dict[str, Any], services: Se
     return {**combined(update, await gate(after, services)), "status": dict(GATED)}
 
 
-async def ask_actor(state: dict[str, Any], services: Services) -> dict[str, Any]:
+async def ask_actor(state: LoopState, services: Services) -> dict[str, Any]:
     """The actor's reply, or what stopped it. The brief (task, plan progress, evidence) is rebuilt each turn, not stored."""
     registry = await services.registry(current_run_id(), state["settings"], state.get("tools"))
     request, tools = actor_request(state, [spec.for_model() for spec in registry.specs()])
@@ -90,7 +92,7 @@ async def ask_actor(state: dict[str, Any], services: Services) -> dict[str, Any]
     return {**checked.update, **update, **reported, "usage": usage, "messages": [reply], "status": {"phase": "act"}}
 
 
-def actor_request(state: dict[str, Any], tools: list[dict[str, Any]]) -> tuple[list[BaseMessage], list[dict[str, Any]]]:
+def actor_request(state: Mapping[str, Any], tools: list[dict[str, Any]]) -> tuple[list[BaseMessage], list[dict[str, Any]]]:
     """The actor's request as it would be sent now: messages and offered tools."""
     task = state["task"]
     schema_rule = SCHEMA_RULE.format(schema=json.dumps(task["output_schema"])) if task.get("output_schema") else ""
@@ -102,7 +104,7 @@ def actor_request(state: dict[str, Any], tools: list[dict[str, Any]]) -> tuple[l
     return request, [*tools, payload_tool.SPEC] if payload_tool.offered(state) else tools
 
 
-def _brief(state: dict[str, Any]) -> str:
+def _brief(state: Mapping[str, Any]) -> str:
     records = state.get("observations", [])
     evidence = ladder.of(records).evidence_of(records)
     return "\n\n".join(
@@ -111,7 +113,7 @@ def _brief(state: dict[str, Any]) -> str:
     )
 
 
-def plan_brief(plan: dict[str, Any]) -> str:
+def plan_brief(plan: Mapping[str, Any]) -> str:
     """The plan as the actor reads it: each step's status and what it waits for, the ready set, the
     latest re-plan. A call for a step that waits is refused, so the ready set is what to work on."""
     steps = plan.get("steps", [])

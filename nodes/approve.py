@@ -160,6 +160,7 @@ async def _check_edit(
     """An edit is re-validated and re-decided on what it reaches: it can never turn into a call that
     policy denies. Returns the update and the arguments to run (None: refused)."""
     spec = gateway.relied_spec(await services.registry(current_run_id(), payload["settings"], payload.get("tools")), call)
+    assert spec is not None, "the gate admitted the call from this same pinned registry"
     if problems := arguments.validate(spec, new_args):
         return _refused(call, "invalid_arguments", EDIT_INVALID.format(name=call["name"], problems="; ".join(problems))), None
     rules = gateway.run_policy(payload["settings"], payload["profile"])

@@ -52,6 +52,7 @@ async def run_call(call: dict[str, Any], payload: dict[str, Any], services: Serv
         return await record_outcome(call, CallOutcome("budget_exceeded", text=OUT_OF_TIME, detail=OUT_OF_TIME), settings, services, started=started, phase=phase)
     bridge = await services.bridge(run_id, settings)
     spec = gateway.relied_spec(await services.registry(run_id, settings, payload.get("tools")), call)
+    assert spec is not None, "the gate admitted the call from this same pinned registry"
     verdict = await asyncio.to_thread(gateway.permission, gateway.run_policy(settings, payload["profile"]), spec, call["args"])
     if verdict.action == "deny":
         text = DENIED_AT_DISPATCH.format(name=call["name"], rule=verdict.rule_id, reason=verdict.reason)
@@ -90,6 +91,7 @@ async def run_call(call: dict[str, Any], payload: dict[str, Any], services: Serv
             if outcome is not None:
                 break
             if key is not None:
+                assert scope.question is not None, "until_question returned None: a question is waiting"
                 await ledger.stop_for_question(pool, key, scope.question["key"])
             await questions.record(phase)
             services.question_recorded(run_id)  # this call's next look, and every later call of the drive, asks

@@ -23,11 +23,13 @@ from typing import Any
 from boundloop.graph.quality.confidence import estimate, review_triggers, signals_of
 from boundloop.graph.core.plan import describe_unfinished, unfinished
 from boundloop.graph.services import Services
+from boundloop.graph.core.records import Observation
 from boundloop.graph.core.status import Terminal, ending
+from boundloop.graph.state import LoopState
 
 
-async def commit(state: dict[str, Any], services: Services) -> dict[str, Any]:
-    quality = dict(state.get("quality") or {})
+async def commit(state: LoopState, services: Services) -> dict[str, Any]:
+    quality: dict[str, Any] = dict(state.get("quality") or {})
     output = quality.get("verification", {}).get("output", "")
     signals = signals_of(state)
     confidence = estimate(signals)
@@ -77,7 +79,7 @@ async def commit(state: dict[str, Any], services: Services) -> dict[str, Any]:
         code, reason = Terminal.PARTIAL_SUCCESS, f"{reason}; secondary steps not done: " + "; ".join(secondary)
         result["unresolved"] = secondary
     commits = code in (Terminal.SUCCESS, Terminal.PARTIAL_SUCCESS)
-    committed = [{"call_id": obs["call_id"], "stage": "committed"} for obs in observations if obs.get("stage") == "verified"] if commits else []
+    committed: list[Observation] = [{"call_id": obs["call_id"], "stage": "committed"} for obs in observations if obs.get("stage") == "verified"] if commits else []
     return {
         "quality": quality,
         "result": result,

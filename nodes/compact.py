@@ -22,6 +22,7 @@ from boundloop.graph.models import size
 from boundloop.graph.models.catalog import model_id
 from boundloop.graph.services import Services, current_run_id
 from boundloop.graph.core.status import Terminal, ending
+from boundloop.graph.state import LoopState
 from boundloop.nodes.act import actor_request
 
 UNSAFE = ("context_tokens: the run's must-keep state alone needs {tokens} tokens, over the compaction threshold of "
@@ -29,7 +30,7 @@ UNSAFE = ("context_tokens: the run's must-keep state alone needs {tokens} tokens
 UNSAFE_NEXT = "Run again with a larger context budget (--budget context_tokens={suggest}) or a model with a larger context window."
 
 
-async def compact(state: dict[str, Any], services: Services) -> dict[str, Any]:
+async def compact(state: LoopState, services: Services) -> dict[str, Any]:
     run_id = current_run_id()
     registry = await services.registry(run_id, state["settings"], state.get("tools"))
     specs = [spec.for_model() for spec in registry.specs()]
@@ -69,7 +70,7 @@ async def compact(state: dict[str, Any], services: Services) -> dict[str, Any]:
     }
 
 
-def _with(state: dict[str, Any], measured: dict[str, Any], feedback: list[str], turns: list[Any], kept: list[Any],
+def _with(state: LoopState, measured: dict[str, Any], feedback: list[str], turns: list[Any], kept: list[Any],
           run_id: str, count: int) -> dict[str, Any]:
     """State as the actor would see it after a compaction that keeps `kept`."""
     dropped = turns[: len(turns) - len(kept)]
@@ -78,7 +79,7 @@ def _with(state: dict[str, Any], measured: dict[str, Any], feedback: list[str], 
     return {**state, "context": measured, "messages": [record, *(message for turn in kept for message in turn)]}
 
 
-async def _store(state: dict[str, Any], services: Services, run_id: str, dropped: list[list[Any]], count: int) -> None:
+async def _store(state: LoopState, services: Services, run_id: str, dropped: list[list[Any]], count: int) -> None:
     """Keep what leaves the context retrievable: each result by its call id, and the turns whole,
     all in one write."""
     by_tool_call = {obs.get("tool_call_id"): obs for obs in state.get("observations", [])}

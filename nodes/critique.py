@@ -15,6 +15,7 @@ another), and verification passed too.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from langchain_core.messages import HumanMessage, SystemMessage
@@ -26,6 +27,7 @@ from boundloop.graph.quality.diagnosis import RootCause
 from boundloop.graph.models.catalog import NoReply, ask_for, unusable_reply_ending
 from boundloop.graph.models.prompts import CRITIC, evidence_brief, task_brief
 from boundloop.graph.services import Services
+from boundloop.graph.state import LoopState
 
 RUBRIC: dict[str, tuple[float, float]] = {
     "correctness": (0.40, 0.80),
@@ -64,8 +66,8 @@ class CriticReply(BaseModel):
     defects: list[Defect] = Field(default_factory=list)
 
 
-async def critique(state: dict[str, Any], services: Services) -> dict[str, Any]:
-    quality = dict(state.get("quality") or {})
+async def critique(state: LoopState, services: Services) -> dict[str, Any]:
+    quality: dict[str, Any] = dict(state.get("quality") or {})
     verification = quality.get("verification", {})
     request = [
         SystemMessage(CRITIC),
@@ -95,11 +97,11 @@ async def critique(state: dict[str, Any], services: Services) -> dict[str, Any]:
     return {**update, "quality": _measured(quality, state)}
 
 
-def _steps_brief(steps: list[dict[str, Any]]) -> str:
+def _steps_brief(steps: Sequence[Mapping[str, Any]]) -> str:
     return "\n".join(f"- {step['id']} [{step.get('status', 'pending')}]: {step['description']}" for step in steps) or "(no plan steps)"
 
 
-def _measured(quality: dict[str, Any], state: dict[str, Any]) -> dict[str, Any]:
+def _measured(quality: dict[str, Any], state: LoopState) -> dict[str, Any]:
     """The iteration's quality score recorded, for convergence control (graph/quality/convergence.py)."""
     usage = state.get("usage", {})
     return convergence.record(quality, iteration=usage.get("repairs", 0), turn=usage.get("calls_by_role", {}).get("actor", 0))

@@ -21,11 +21,12 @@ from boundloop.graph.core.budget import Budget, add_usage
 from boundloop.graph.core.escalations import EscalationAnswer
 from boundloop.graph.services import Services, current_run_id
 from boundloop.graph.core.status import Terminal, ending
+from boundloop.graph.state import LoopState
 
 EXPIRED = "the {kind} request expired before a decision; treated as declined"
 
 
-async def escalate(state: dict[str, Any], services: Services) -> dict[str, Any]:
+async def escalate(state: LoopState, services: Services) -> dict[str, Any]:
     kind, request = escalations.request(state)
     run_id, pool = current_run_id(), await services.pool()
     number = state["usage"].get("escalations", 0)
@@ -45,7 +46,7 @@ async def escalate(state: dict[str, Any], services: Services) -> dict[str, Any]:
             "status": {"phase": "escalate", "resume_to": update.pop("resume_to", None)}}
 
 
-def _approve_plan(state: dict[str, Any], request: dict[str, Any], answer: EscalationAnswer) -> dict[str, Any]:
+def _approve_plan(state: LoopState, request: dict[str, Any], answer: EscalationAnswer) -> dict[str, Any]:
     plan = state["plan"]
     if answer.accept:
         return {"plan": {**plan, "approved": True, "approver": answer.approver}, "resume_to": "accepted_plan"}
@@ -53,14 +54,15 @@ def _approve_plan(state: dict[str, Any], request: dict[str, Any], answer: Escala
     return {"plan": {**plan, "valid": False, "errors": [rejected]}, "usage": {"replans": 1}, "resume_to": "plan"}
 
 
-def _answer_question(state: dict[str, Any], request: dict[str, Any], answer: EscalationAnswer) -> dict[str, Any]:
-    if not (answer.answer or "").strip():
+def _answer_question(state: LoopState, request: dict[str, Any], answer: EscalationAnswer) -> dict[str, Any]:
+    text = (answer.answer or "").strip()
+    if not text:
         return {}  # no answer: the ending stands and the run ends with it
-    clarification = f"{request['question']} → {answer.answer.strip()}"
+    clarification = f"{request['question']} → {text}"
     return {"clarifications": [*state.get("clarifications", []), clarification], "ending": None, "plan": {}, "resume_to": "plan"}
 
 
-def _extend_budget(state: dict[str, Any], request: dict[str, Any], answer: EscalationAnswer) -> dict[str, Any]:
+def _extend_budget(state: LoopState, request: dict[str, Any], answer: EscalationAnswer) -> dict[str, Any]:
     if not answer.grant:
         return {"ending": request["ending"]}  # declined: the exhaustion ends the run
     budget = Budget.model_validate({**state["budget"], **answer.grant})
@@ -69,7 +71,7 @@ def _extend_budget(state: dict[str, Any], request: dict[str, Any], answer: Escal
     return {"budget": budget.model_dump(mode="json"), "ending": None, "resume_to": resume_to}
 
 
-def _review(state: dict[str, Any], request: dict[str, Any], answer: EscalationAnswer) -> dict[str, Any]:
+def _review(state: LoopState, request: dict[str, Any], answer: EscalationAnswer) -> dict[str, Any]:
     who = answer.approver or "a reviewer"
     if answer.accept and request.get("output") is not None:
         return {"ending": ending(Terminal.SUCCESS, f"accepted by {who} at confidence {request.get('confidence')}")}
@@ -79,9 +81,9 @@ def _review(state: dict[str, Any], request: dict[str, Any], answer: EscalationAn
                              "Change the task or the approach; the run's side effects were rolled back.")}
 
 
-def _settle_disagreement(state: dict[str, Any], request: dict[str, Any], answer: EscalationAnswer) -> dict[str, Any]:
+def _settle_disagreement(state: LoopState, request: dict[str, Any], answer: EscalationAnswer) -> dict[str, Any]:
     """Accepted: commit the output as a human vouched for it. Rejected: repair, with the reason."""
-    quality = dict(state["quality"])
+    quality: dict[str, Any] = dict(state["quality"])
     if answer.accept:
         quality["accepted_by"] = answer.approver or "a reviewer"
         return {"quality": quality, "resume_to": "commit"}
@@ -90,10 +92,10 @@ def _settle_disagreement(state: dict[str, Any], request: dict[str, Any], answer:
     return {"quality": quality, "resume_to": "repair"}
 
 
-def _settle_repair(state: dict[str, Any], request: dict[str, Any], answer: EscalationAnswer) -> dict[str, Any]:
+def _settle_repair(state: LoopState, request: dict[str, Any], answer: EscalationAnswer) -> dict[str, Any]:
     """Accepted: commit the best output. Granted: repair again, the strategy ladder, stall window and
     repeat count starting afresh, with the human's message for the actor. Otherwise the ending stands."""
-    quality = dict(state["quality"])
+    quality: dict[str, Any] = dict(state["quality"])
     if answer.accept:
         quality["accepted_by"] = answer.approver or "a reviewer"
         quality["verification"] = {**quality.get("verification", {}), "output": request.get("output") or ""}

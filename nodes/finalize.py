@@ -12,6 +12,7 @@ Also releases the run's tool servers.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from boundloop.checkpoints import store
@@ -19,12 +20,13 @@ from boundloop.graph import safety
 from boundloop.graph.core.budget import Budget, check_before_model_call, check_before_step
 from boundloop.graph.services import Services, current_run_id
 from boundloop.graph.core.status import Terminal, ending
+from boundloop.graph.state import LoopState
 from boundloop.graph.tripwires import tripped
 from boundloop.nodes._rollback import ROLLS_BACK, roll_back
 from boundloop.nodes.verify import final_answer
 
 
-async def finalize(state: dict[str, Any], services: Services) -> dict[str, Any]:
+async def finalize(state: LoopState, services: Services) -> dict[str, Any]:
     outcome = state.get("ending") or tripped(state) or budget_ending(state)
     code = Terminal(outcome["code"])
     committed = code in (Terminal.SUCCESS, Terminal.PARTIAL_SUCCESS)
@@ -46,7 +48,7 @@ async def finalize(state: dict[str, Any], services: Services) -> dict[str, Any]:
     return update
 
 
-def failure_report(state: dict[str, Any], outcome: dict[str, Any]) -> dict[str, Any]:
+def failure_report(state: Mapping[str, Any], outcome: Mapping[str, Any]) -> dict[str, Any]:
     """The artifact of a run that did not succeed: a failure report, or a halt record for USER_CANCEL."""
     code = Terminal(outcome["code"])
     # A repair loop that gave up keeps its best-scoring output; any other ending keeps the newest answer.
@@ -63,7 +65,7 @@ def failure_report(state: dict[str, Any], outcome: dict[str, Any]) -> dict[str, 
     }
 
 
-def budget_ending(state: dict[str, Any]) -> dict[str, Any]:
+def budget_ending(state: LoopState) -> dict[str, Any]:
     """Why a guard routed here without a node's ending: a budget that would be broken next."""
     budget = Budget.model_validate(state["budget"])
     exhaustion = check_before_model_call(state.get("usage", {}), budget) or check_before_step(state.get("usage", {}), budget)

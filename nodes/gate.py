@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from langchain_core.messages import AIMessage, ToolMessage
@@ -29,17 +30,18 @@ from boundloop.graph import schedule
 from boundloop.graph.core.budget import Budget, add_usage
 from boundloop.graph.services import Services, current_run_id
 from boundloop.graph.core.status import Terminal, ending
+from boundloop.graph.state import LoopState
 from boundloop.tools import gateway
 
 MALFORMED = "invalid_arguments: {name}: the arguments are not valid JSON ({error}); received {raw!r}. Send the call again with a JSON object of named arguments."
 
 
-async def gate(state: dict[str, Any], services: Services) -> dict[str, Any]:
+async def gate(state: LoopState, services: Services) -> dict[str, Any]:
     """The decisions on the calls of the last actor reply, as a state update (no `status`: act's)."""
     reply = _last_ai(state)
     turn = state["usage"]["calls_by_role"].get("actor", 1) - 1
     proposed = [
-        gateway.ProposedCall(call_id=f"a{turn}.{position}", tool_call_id=call["id"], name=call["name"], args=call["args"])
+        gateway.ProposedCall(call_id=f"a{turn}.{position}", tool_call_id=call["id"], name=call["name"], args=call["args"])  # type: ignore[arg-type]  # providers give every tool call an id
         for position, call in enumerate(reply.tool_calls)
     ]
     proposed, builtin = payload_tool.split(proposed)  # the harness's own read-only tool: answered here, not by the gateway
@@ -64,7 +66,7 @@ async def gate(state: dict[str, Any], services: Services) -> dict[str, Any]:
     planned, asks = [], []
     usage: dict[str, Any] = {}
     stopping = None
-    parallel = {step["id"]: step.get("parallel", True) for step in steps}
+    parallel: dict[str | None, bool] = {step["id"]: step.get("parallel", True) for step in steps}
     timeout_s = state["settings"].get("approval_timeout_s")
     expires_at = time.time() + timeout_s if timeout_s is not None else None
     for admission in admissions:
@@ -104,7 +106,7 @@ async def gate(state: dict[str, Any], services: Services) -> dict[str, Any]:
     return update
 
 
-def _refuse_unmet(calls: list[gateway.ProposedCall], bindings: dict[str, schedule.Binding], steps: list[dict[str, Any]],
+def _refuse_unmet(calls: list[gateway.ProposedCall], bindings: dict[str, schedule.Binding], steps: Sequence[Mapping[str, Any]],
                   registry: Any) -> tuple[list[ToolMessage], list[dict[str, Any]]]:
     """The one result and the `intended` observation of each call held back by an unmet dependency."""
     messages, observations = [], []
@@ -136,7 +138,7 @@ def _malformed(call: gateway.ProposedCall, spec: Any) -> gateway.Admission:
     return gateway.Admission("invalid_arguments", gateway.describe(call, spec), text)
 
 
-def _last_ai(state: dict[str, Any]) -> AIMessage:
+def _last_ai(state: LoopState) -> AIMessage:
     for message in reversed(state["messages"]):
         if isinstance(message, AIMessage):
             return message

@@ -18,6 +18,7 @@ from boundloop.graph.core.profiles import budget_for
 from boundloop.graph.models.prompts import PROMPT_VERSION
 from boundloop.graph.services import Services, current_run_id
 from boundloop.graph.core.status import Terminal, ending
+from boundloop.graph.state import LoopState
 from boundloop.graph.task import RunSettings, Task
 from boundloop.tools import gateway, hosted, pinning
 from boundloop.tools.errors import ConfigError, PolicyError
@@ -26,7 +27,7 @@ NEEDS_RESPONSES = ("hosted tools need the Responses API, but model {model!r} is 
                    "set \"model_apis\": {{\"{model}\": \"responses\"}} in the settings (CLI: in the --config file)")
 
 
-async def intake(state: dict[str, Any], runtime: Runtime[RunSettings], services: Services) -> dict[str, Any]:
+async def intake(state: LoopState, runtime: Runtime[RunSettings], services: Services) -> dict[str, Any]:
     """Validate the task, capture settings, start the run's tool servers and pin their tools, record the boundary."""
     if not state.get("settings") and not _given(runtime.context):
         raise SettingsMissing(current_run_id())

@@ -15,6 +15,7 @@ call whose outcome a crash made unknown to human review.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from langchain_core.messages import ToolMessage
@@ -26,7 +27,9 @@ from boundloop.graph.quality import replan
 from boundloop.graph.core.budget import Budget
 from boundloop.graph.safety import instruction_cues
 from boundloop.graph.services import Services, current_run_id
+from boundloop.graph.core.records import Observation
 from boundloop.graph.core.status import Terminal, ending
+from boundloop.graph.state import LoopState
 from boundloop.tools import breakers, pinning, postconditions
 from boundloop.tools.errors import BridgeError
 from boundloop.tools.registry import qualified_name
@@ -36,7 +39,7 @@ HUMAN_ANSWER = "answered by a human: the tool did not run, so nothing was verifi
 """Outcomes whose text the tool wrote (the rest are the harness's own words)."""
 
 
-async def observe(state: dict[str, Any], services: Services) -> dict[str, Any]:
+async def observe(state: LoopState, services: Services) -> dict[str, Any]:
     """The grounding of the calls dispatched since the last turn, as a state update ({} when none ran or was settled)."""
     observations = state.get("observations", [])
     index = ladder.of(observations)
@@ -45,12 +48,13 @@ async def observe(state: dict[str, Any], services: Services) -> dict[str, Any]:
     calls = {call["call_id"]: call for call in [*(c for wave in state.get("dispatch", []) for c in wave), *state.get("approvals", [])]}
     results = await _ledger_results(fresh, services)
     texts = _tool_texts(state.get("messages", []), {obs["tool_call_id"] for obs in fresh})
-    steps = (state.get("plan") or {}).get("steps", [])
-    grounded, ended = [], []
+    steps: Sequence[Mapping[str, Any]] = (state.get("plan") or {}).get("steps", [])
+    grounded: list[Observation] = []
+    ended = []
     for obs in fresh:
         spec, call = registry.get(obs["tool"]), calls.get(obs["call_id"])
         args = call["args"] if call is not None else {}
-        record: dict[str, Any] = {"call_id": obs["call_id"], "grounded": True}
+        record: Observation = {"call_id": obs["call_id"], "grounded": True}
         if obs.get("answered_by"):  # nothing ran: no breaker counts it, no rung above observed, no step done by it
             grounded.append({**record, "postcondition": HUMAN_ANSWER})
             continue
@@ -89,19 +93,19 @@ async def observe(state: dict[str, Any], services: Services) -> dict[str, Any]:
     return update
 
 
-def _done(record: dict[str, Any] | None) -> bool:
+def _done(record: Mapping[str, Any] | None) -> bool:
     """The call ran, or was refused at approval."""
     return record is not None and record.get("status") != "pending"
 
 
-def _bound_step(steps: list[dict[str, Any]], call: dict[str, Any] | None, tool: str) -> str | None:
+def _bound_step(steps: Sequence[Mapping[str, Any]], call: Mapping[str, Any] | None, tool: str) -> str | None:
     """The step the gate bound the call to, while the call (its arguments edited at approval, perhaps) still fits it."""
     step_id = (call or {}).get("step_id")
     step = next((step for step in steps if step["id"] == step_id), None)
-    return step_id if step is not None and plans.serves(step, tool, call["args"]) else None
+    return step_id if call is not None and step is not None and plans.serves(step, tool, call["args"]) else None
 
 
-def _ask_replan(state: dict[str, Any], plan: dict[str, Any], failing: list[dict[str, Any]]) -> dict[str, Any]:
+def _ask_replan(state: LoopState, plan: Mapping[str, Any], failing: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     """Request a re-plan of the stuck steps and their dependents, or end the run when no re-plan is left."""
     reason = "; ".join(f"step {step['id']} failed {step['failures']} times, last: {step['failure']}" for step in failing)
     budget = Budget.model_validate(state["budget"])
@@ -115,7 +119,7 @@ def _ask_replan(state: dict[str, Any], plan: dict[str, Any], failing: list[dict[
 
 
 async def _postcondition(
-    spec: Any, obs: dict[str, Any], sent: tuple[dict[str, Any], Any], registry: Any, settings: dict[str, Any], services: Services
+    spec: Any, obs: Mapping[str, Any], sent: tuple[dict[str, Any], Any], registry: Any, settings: dict[str, Any], services: Services
 ) -> postconditions.Verdict:
     """Check a side-effecting call's result against what was sent, then read the change back through
     the same server. The read-back is the harness's own read-only call: not the model's, not
@@ -141,7 +145,7 @@ async def _postcondition(
     return postconditions.Verdict(checked, read.expect(outcome))
 
 
-async def _ledger_results(fresh: list[dict[str, Any]], services: Services) -> dict[str, tuple[dict[str, Any], Any]]:
+async def _ledger_results(fresh: Sequence[Mapping[str, Any]], services: Services) -> dict[str, tuple[dict[str, Any], Any]]:
     """(arguments sent, structured result) of the fresh side-effecting calls that completed, from the ledger."""
     if not any(obs.get("side_effect") and obs["status"] == "ok" for obs in fresh):
         return {}
@@ -161,7 +165,7 @@ def _tool_texts(messages: list[Any], wanted: set[str]) -> dict[str, str]:
     return texts
 
 
-def _span(observations: list[dict[str, Any]]) -> float:
+def _span(observations: Sequence[Mapping[str, Any]]) -> float:
     """Wall time of a wave of parallel calls: first start to last end, not the sum."""
     if not observations:
         return 0.0

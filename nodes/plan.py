@@ -8,6 +8,7 @@ against `budget.replans` and logged in the plan's `revisions`.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from typing import Any
 
 from langchain_core.messages import HumanMessage, SystemMessage
@@ -20,9 +21,10 @@ from boundloop.graph.core.plan import PlanReply
 from boundloop.graph.models.prompts import PLANNER, task_brief
 from boundloop.graph.core.replies import parse_reply
 from boundloop.graph.services import Services, current_run_id
+from boundloop.graph.state import LoopState
 
 
-async def plan(state: dict[str, Any], services: Services) -> dict[str, Any]:
+async def plan(state: LoopState, services: Services) -> dict[str, Any]:
     """Ask for a plan; a reply that is not a plan is kept as a validation error for the next try."""
     registry = await services.registry(current_run_id(), state["settings"], state.get("tools"))
     previous = state.get("plan") or {}
@@ -53,7 +55,7 @@ async def plan(state: dict[str, Any], services: Services) -> dict[str, Any]:
     return {**update, "plan": new_plan, "status": {"phase": "plan"}}
 
 
-def _brief(state: dict[str, Any], specs: list[Any], previous: dict[str, Any]) -> str:
+def _brief(state: LoopState, specs: list[Any], previous: Mapping[str, Any]) -> str:
     budget = Budget.model_validate(state["budget"])
     tools = [
         {"name": spec.qualified_name, "read_only": spec.hints.read_only, "description": spec.description[:200]}

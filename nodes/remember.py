@@ -24,17 +24,18 @@ from boundloop.graph.context import memory
 from boundloop.graph.core.budget import Budget
 from boundloop.graph.services import Services, current_run_id
 from boundloop.graph.core.escalations import EscalationAnswer
+from boundloop.graph.state import LoopState
 
 APPROVAL_CALL_ID = "m.approval"
 
 
-async def remember(state: dict[str, Any], services: Services) -> dict[str, Any]:
+async def remember(state: LoopState, services: Services) -> dict[str, Any]:
     candidates = memory.proposed(state.get("messages", []))  # some: graph/guards.py routes here only then
     run_id, pool = current_run_id(), await services.pool()
-    bodies = {}
+    bodies: dict[str, str] = {}
     for obs in state.get("observations", []):
-        if obs.get("pointer") and (payload := await store.get_payload(pool, obs["pointer"])) is not None:
-            bodies[obs["pointer"]] = payload.body
+        if (pointer := obs.get("pointer")) and (payload := await store.get_payload(pool, pointer)) is not None:
+            bodies[pointer] = payload.body
     sources = memory.source_texts(state, bodies)
     decisions: list[dict[str, Any]] = []
     accepted: list[tuple[int, dict[str, Any], list[tuple[dict[str, Any], str]]]] = []
@@ -69,7 +70,7 @@ async def remember(state: dict[str, Any], services: Services) -> dict[str, Any]:
     return {"usage": {"memory_writes": len(accepted)}, "status": {"phase": "remember"}}
 
 
-async def _approval(state: dict[str, Any], pool: Any, run_id: str, candidates: list[dict[str, Any]]) -> tuple[str | None, str | None]:
+async def _approval(state: LoopState, pool: Any, run_id: str, candidates: list[dict[str, Any]]) -> tuple[str | None, str | None]:
     """(approver, None) when a human approves the writes; (None, why not) otherwise."""
     if state["settings"].get("unattended"):
         return None, f"profile {state['task']['profile']} needs approval for memory writes and the run is unattended"

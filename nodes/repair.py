@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from langchain_core.messages import HumanMessage
@@ -29,6 +30,7 @@ from boundloop.graph.core.budget import Budget
 from boundloop.graph.core.plan import describe_unfinished, unfinished
 from boundloop.graph.services import Services
 from boundloop.graph.core.status import Terminal, ending
+from boundloop.graph.state import LoopState
 
 REPEAT_LIMIT = 3
 FEEDBACK = "Your answer did not pass review. Repair strategy {strategy}: {instruction}\nDiagnosis (JSON):\n{diagnosis}"
@@ -36,8 +38,8 @@ DIAGNOSIS_KEYS = ("cause", "location", "step", "expected", "actual", "test", "pr
 """The fields of a defect the actor sees, in order."""
 
 
-async def repair(state: dict[str, Any], services: Services) -> dict[str, Any]:
-    quality = dict(state.get("quality") or {})
+async def repair(state: LoopState, services: Services) -> dict[str, Any]:
+    quality: dict[str, Any] = dict(state.get("quality") or {})
     fresh = quality.get("fresh_from") or {}
     steps = unfinished((state.get("plan") or {}).get("steps", []))
     problems = describe_unfinished(steps) or lines(quality)
@@ -75,7 +77,7 @@ async def repair(state: dict[str, Any], services: Services) -> dict[str, Any]:
     return update
 
 
-def _repair_round(state: dict[str, Any], quality: dict[str, Any], planned: list[dict[str, Any]], strategy: diagnosis.Strategy,
+def _repair_round(state: LoopState, quality: dict[str, Any], planned: list[dict[str, Any]], strategy: diagnosis.Strategy,
                   signature: str, problems: list[str]) -> dict[str, Any]:
     """One repair: the log entry, the structured feedback for the actor and, for REPLAN, the planner's errors."""
     score = (quality.get("scores") or [{}])[-1].get("score")
@@ -92,7 +94,7 @@ def _repair_round(state: dict[str, Any], quality: dict[str, Any], planned: list[
     return update
 
 
-def _replan_request(steps: list[dict[str, Any]], planned: list[dict[str, Any]], reason: str) -> dict[str, Any]:
+def _replan_request(steps: Sequence[Mapping[str, Any]], planned: Sequence[Mapping[str, Any]], reason: str) -> dict[str, Any]:
     """The re-plan a REPLAN round asks for. The steps its defects were traced to (graph/quality/fault_trace.py)
     are reopened, done or not, with their dependents; the unfinished steps are replaced as well, as
     before tracing. No defect traced: the unfinished steps alone (none: the whole plan but its done steps)."""
@@ -113,7 +115,7 @@ def _stop(code: Terminal, reason: str, next_safe_action: str) -> dict[str, str]:
     return ending(code, reason, next_safe_action, escalation="repair_review")
 
 
-def _stall_reason(scores: list[dict[str, Any]], best: dict[str, Any], window: int) -> str:
+def _stall_reason(scores: Sequence[Mapping[str, Any]], best: Mapping[str, Any], window: int) -> str:
     trend = ", ".join(str(entry["score"]) for entry in scores)
     return (f"repairs stalled: quality scores {trend}, no gain in the last {window} iterations; "
             f"keeping the best output (iteration {best['iteration']}, score {best['score']})")

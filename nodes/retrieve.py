@@ -15,17 +15,18 @@ from typing import Any
 from boundloop.graph.core.budget import Budget, add_usage
 from boundloop.graph.core.plan import evidence_to_fetch
 from boundloop.graph.services import Services, current_run_id
+from boundloop.graph.state import LoopState
 from boundloop.nodes.calls import run_call
 from boundloop.tools import gateway
 
 
-async def retrieve(state: dict[str, Any], services: Services) -> dict[str, Any]:
+async def retrieve(state: LoopState, services: Services) -> dict[str, Any]:
     steps = evidence_to_fetch(state["plan"]["steps"], state.get("evidence"))
     budget = Budget.model_validate(state["budget"])
     prefix = f"r{len(state['plan'].get('revisions', []))}" if state["plan"].get("revisions") else "r"  # call ids stay unique across re-plans
     ids = {step["id"]: f"{prefix}.{step['id']}" for step in steps}
     proposed = [
-        gateway.ProposedCall(call_id=ids[step["id"]], tool_call_id=f"retrieve:{ids[step['id']]}", name=step["evidence"]["tool"], args=step["evidence"]["args"])
+        gateway.ProposedCall(call_id=ids[step["id"]], tool_call_id=f"retrieve:{ids[step['id']]}", name=step["evidence"]["tool"], args=step["evidence"]["args"])  # type: ignore[index]  # evidence_to_fetch keeps steps with evidence
         for step in steps
     ]
     admissions = await gateway.admit_all(
@@ -58,7 +59,7 @@ async def retrieve(state: dict[str, Any], services: Services) -> dict[str, Any]:
         usage = add_usage(usage, update.get("usage"))
     verified = {obs["call_id"] for obs in observations if obs["status"] == "ok"}
     evidence = [
-        {"step_id": step["id"], "call_id": ids[step["id"]], "tool": step["evidence"]["tool"], "ok": ids[step["id"]] in verified}
+        {"step_id": step["id"], "call_id": ids[step["id"]], "tool": step["evidence"]["tool"], "ok": ids[step["id"]] in verified}  # type: ignore[index]  # as above
         for step in steps
     ]
     plan_steps = [
@@ -75,5 +76,5 @@ async def retrieve(state: dict[str, Any], services: Services) -> dict[str, Any]:
     }
 
 
-def _retries_left(state: dict[str, Any], budget: Budget) -> int:
+def _retries_left(state: LoopState, budget: Budget) -> int:
     return 2 if budget.retries is None else min(2, budget.retries - state["usage"].get("retries", 0))

@@ -8,6 +8,7 @@ VALIDATION_FAIL otherwise.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from boundloop.graph.quality import replan
@@ -15,6 +16,7 @@ from boundloop.graph.core.budget import Budget
 from boundloop.graph.core.plan import plan_hash
 from boundloop.graph.services import Services, current_run_id
 from boundloop.graph.core.status import Terminal, ending
+from boundloop.graph.state import LoopState
 from boundloop.tools.arguments import validate as validate_arguments
 from boundloop.tools.registry import ToolRegistry
 
@@ -23,8 +25,8 @@ Problem = tuple[str | None, str]
 """(the step at fault, or None for the plan as a whole; the error)."""
 
 
-async def validate_plan(state: dict[str, Any], services: Services) -> dict[str, Any]:
-    plan = dict(state["plan"])
+async def validate_plan(state: LoopState, services: Services) -> dict[str, Any]:
+    plan: dict[str, Any] = dict(state["plan"])
     if blocked := plan.get("blocked"):
         return _end(plan, blocked["code"], f"planner reports {blocked['code']}: {blocked['reason']}", "Answer the planner's question or change the task.")
     registry = await services.registry(current_run_id(), state["settings"], state.get("tools"))
@@ -53,12 +55,12 @@ def _to_replace(plan: dict[str, Any], problems: list[Problem]) -> list[str]:
     return replan.affected(plan["steps"], {step_id for step_id, _ in problems if step_id is not None})
 
 
-def plan_errors(steps: list[dict[str, Any]], registry: ToolRegistry, budget: Budget, usage: dict[str, Any]) -> list[str]:
+def plan_errors(steps: Sequence[Mapping[str, Any]], registry: ToolRegistry, budget: Budget, usage: Mapping[str, Any]) -> list[str]:
     """Every reason the plan cannot run, in a stable order (empty: the plan is valid)."""
     return [error for _, error in plan_problems(steps, registry, budget, usage)]
 
 
-def plan_problems(steps: list[dict[str, Any]], registry: ToolRegistry, budget: Budget, usage: dict[str, Any]) -> list[Problem]:
+def plan_problems(steps: Sequence[Mapping[str, Any]], registry: ToolRegistry, budget: Budget, usage: Mapping[str, Any]) -> list[Problem]:
     """`plan_errors`, each with the step at fault (None when the plan as a whole is at fault)."""
     if not steps:
         return [(None, "plan has no steps")]
@@ -82,7 +84,7 @@ def plan_problems(steps: list[dict[str, Any]], registry: ToolRegistry, budget: B
     return problems
 
 
-def _evidence_errors(step: dict[str, Any], registry: ToolRegistry) -> list[str]:
+def _evidence_errors(step: Mapping[str, Any], registry: ToolRegistry) -> list[str]:
     call = step.get("evidence")
     if not call:
         return []
@@ -94,7 +96,7 @@ def _evidence_errors(step: dict[str, Any], registry: ToolRegistry) -> list[str]:
     return [f"step {step['id']}: evidence arguments: {problem}" for problem in validate_arguments(spec, call.get("args", {}))]
 
 
-def _find_cycle(steps: list[dict[str, Any]]) -> list[str] | None:
+def _find_cycle(steps: Sequence[Mapping[str, Any]]) -> list[str] | None:
     graph = {step["id"]: list(step.get("depends_on", [])) for step in steps}
     visiting: list[str] = []
     done: set[str] = set()
@@ -118,7 +120,7 @@ def _find_cycle(steps: list[dict[str, Any]]) -> list[str] | None:
     return None
 
 
-def _budget_errors(steps: list[dict[str, Any]], budget: Budget, usage: dict[str, Any]) -> list[str]:
+def _budget_errors(steps: Sequence[Mapping[str, Any]], budget: Budget, usage: Mapping[str, Any]) -> list[str]:
     """A lower-bound estimate: each step not done yet needs at least one tool call, so a plan the budget cannot pay for stops before it starts."""
     needed_calls = sum(max(len(step.get("tools", [])), 1) for step in steps if step.get("status") != "done")
     if budget.tool_calls is not None:

@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+from collections.abc import Mapping
 from typing import Any
 
 from jsonschema import validators
@@ -35,6 +36,7 @@ from boundloop.graph.models.catalog import MAX_ASKS, NoReply, ask_for, unusable_
 from boundloop.graph.models.prompts import JUDGE, evidence_brief, task_brief
 from boundloop.graph.services import Services, current_run_id
 from boundloop.graph.quality.test_results import add_tests, test_failures, test_report
+from boundloop.graph.state import LoopState
 from boundloop.nodes.calls import run_call
 from boundloop.tools import gateway
 
@@ -56,7 +58,7 @@ class JudgeReply(BaseModel):
     conflicts: list[Conflict] = Field(default_factory=list)
 
 
-async def verify(state: dict[str, Any], services: Services) -> dict[str, Any]:
+async def verify(state: LoopState, services: Services) -> dict[str, Any]:
     answer = final_answer(state)
     task = state["task"]
     failures = answer_failures(answer, task.get("output_schema"))
@@ -88,14 +90,14 @@ async def verify(state: dict[str, Any], services: Services) -> dict[str, Any]:
         elif not verdict.passed:
             failures = [failure.model_dump() for failure in verdict.failures] or [{"criterion": "judge", "reason": "judge failed the output without reasons"}]
         conflicts = [] if verdict is None else [conflict.model_dump() for conflict in verdict.conflicts]
-    quality = dict(state.get("quality") or {})
+    quality: dict[str, Any] = dict(state.get("quality") or {})
     quality["verification"] = {"passed": not failures, "failures": failures, "judged": judged, "undecided": undecided, "output": answer,
                                "conflicts": conflicts, "tests": tests, "consistency": consistency}
     update["quality"] = quality
     return update
 
 
-async def judge(state: dict[str, Any], services: Services, request: list[Any]) -> tuple[JudgeReply | None, str | None, dict[str, Any], float | None]:
+async def judge(state: LoopState, services: Services, request: list[Any]) -> tuple[JudgeReply | None, str | None, dict[str, Any], float | None]:
     """The judge's verdict; with `judge_samples` > 1, the majority's (a tie fails), and the share of
     usable verdicts that agree with it (a confidence signal), else None. Every sample is a counted call."""
     samples = state["settings"].get("judge_samples", 1)
@@ -117,7 +119,7 @@ async def judge(state: dict[str, Any], services: Services, request: list[Any]) -
     return majority[0], None, spent, (round(len(majority) / len(verdicts), 4) if samples > 1 else None)
 
 
-async def run_checks(state: dict[str, Any], services: Services) -> tuple[list[dict[str, Any]], dict[str, Any], dict[str, int] | None]:
+async def run_checks(state: LoopState, services: Services) -> tuple[list[dict[str, Any]], dict[str, Any], dict[str, int] | None]:
     """Run the task's checks, tests first, through the gate and the executor; return the failures,
     the state update (observations and usage) the calls produced, and the test counts (None: no
     check reported structured test results)."""
@@ -196,7 +198,7 @@ def check_failure(check: dict[str, Any], status: str, output: str) -> tuple[str,
     return None
 
 
-def final_answer(state: dict[str, Any]) -> str:
+def final_answer(state: Mapping[str, Any]) -> str:
     for message in reversed(state.get("messages", [])):
         if isinstance(message, AIMessage) and not message.tool_calls and not message.invalid_tool_calls:
             return memory.split_answer(str(message.text))[0]

@@ -25,6 +25,7 @@ from __future__ import annotations
 import hashlib
 import json
 import time
+from collections.abc import Mapping
 from typing import Any
 
 from langchain_core.messages import AIMessage, HumanMessage
@@ -64,7 +65,7 @@ def approval_requests(message: Any) -> list[dict[str, Any]]:
     return [block for block in blocks(message) if block.get("type") == REQUEST]
 
 
-def offer(state: dict[str, Any]) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+def offer(state: Mapping[str, Any]) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """The hosted tools to add to the actor's request, and the request options that go with them.
     Nothing is offered once the budget has no room for one more tool call."""
     offers = [entry for entry in (state.get("boundary") or {}).get("hosted") or [] if entry["offered"]]
@@ -79,7 +80,7 @@ def offer(state: dict[str, Any]) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     return hosted.provider_tools(roomy), options
 
 
-async def observe_reply(state: dict[str, Any], services: Services, reply: AIMessage) -> dict[str, Any]:
+async def observe_reply(state: Mapping[str, Any], services: Services, reply: AIMessage) -> dict[str, Any]:
     """The update that accounts for every hosted call `reply` reports (see the module docstring)."""
     items = [block for block in blocks(reply) if block.get("type") in hosted.ITEM_TYPES]
     if not items:
@@ -88,6 +89,7 @@ async def observe_reply(state: dict[str, Any], services: Services, reply: AIMess
     decided = {obs["provider_id"]: obs for obs in state.get("observations", []) if obs.get("provider_id")}
     spent, budget = state.get("usage") or {}, Budget.model_validate(state["budget"])
     turn = spent.get("calls_by_role", {}).get("actor", 0)
+    usage: dict[str, Any]
     observations, usage, stopping = [], {}, None
     for position, item in enumerate(items):
         record, delta = await _account(item, f"h{turn}.{position}", offers, decided, state["settings"], services)
@@ -111,7 +113,7 @@ async def observe_reply(state: dict[str, Any], services: Services, reply: AIMess
     return update
 
 
-def admit_requests(state: dict[str, Any], reply: AIMessage, turn: int, usage: dict[str, Any]) -> dict[str, Any]:
+def admit_requests(state: Mapping[str, Any], reply: AIMessage, turn: int, usage: Mapping[str, Any]) -> dict[str, Any]:
     """The gate's decisions on a reply's approval requests: `messages` (the answers given now),
     `observations`, `asks` (for the approve node), `usage` (what approved calls reserve), `ending`.
     `usage` is the run's usage with this turn's reservations so far."""
@@ -119,18 +121,20 @@ def admit_requests(state: dict[str, Any], reply: AIMessage, turn: int, usage: di
     rules = gateway.run_policy(state["settings"], state["task"]["profile"])
     budget = Budget.model_validate(state["budget"])
     timeout_s = state["settings"].get("approval_timeout_s")
+    answers: list[str | dict[Any, Any]]
+    reserved: dict[str, Any]
     answers, observations, asks, reserved, stopping = [], [], [], {}, None
     for position, request in enumerate(approval_requests(reply)):
         label, tool, raw = str(request.get("server_label")), str(request.get("name")), request.get("arguments")
         args = _arguments(raw)
         entry = offers.get(label)
         side_effect = True if entry is None else hosted.from_offer(entry).has_side_effect(tool)
-        call = {"call_id": f"m{turn}.{position}", "tool_call_id": str(request.get("id")), "name": qualified_name(label, tool),
+        call: dict[str, Any] = {"call_id": f"m{turn}.{position}", "tool_call_id": str(request.get("id")), "name": qualified_name(label, tool),
                 "server": label, "tool": tool, "args": args if isinstance(args, dict) else {"_": raw},
                 "args_hash": breakers.arguments_hash(args if isinstance(args, dict) else {"_": raw}), "side_effect": side_effect,
                 "reversibility": REVERSIBILITY if side_effect else "pure", "hosted": True, "provider_id": str(request.get("id"))}
         refusal, decision, exhaustion = _refusal(entry, label, tool, args, raw, offers), None, None
-        if refusal is None:
+        if refusal is None and entry is not None:  # no refusal: the connector is offered
             decision = policies.decide(rules, hosted.from_offer(entry).spec(tool), args)
             call["rule"] = decision.rule_id
             if decision.action == "deny":

@@ -97,7 +97,7 @@ def _messages(params: types.CreateMessageRequestParams) -> list[BaseMessage]:
     messages: list[BaseMessage] = [SystemMessage(params.system_prompt)] if params.system_prompt else []
     for message in params.messages:
         blocks = message.content if isinstance(message.content, list) else [message.content]
-        text = "\n".join(block.text if getattr(block, "type", None) == "text" else f"[{getattr(block, 'type', 'unknown')} content not shown]"
+        text = "\n".join(block.text if isinstance(block, types.TextContent) else f"[{getattr(block, 'type', 'unknown')} content not shown]"
                          for block in blocks)
         messages.append(HumanMessage(text) if message.role == "user" else AIMessage(text))
     return messages

@@ -60,7 +60,7 @@ async def _login(name: str, servers_file: Path, url: str) -> None:
         await writer.drain()
         writer.close()
         if "code" in query:
-            await codes.put(AuthorizationCodeResult(code=query["code"][0], state=(query.get("state") or [None])[0]))
+            await codes.put(AuthorizationCodeResult(code=query["code"][0], state=query["state"][0] if query.get("state") else None))
 
     listener = await asyncio.start_server(on_callback, "127.0.0.1", 0)
     port = listener.sockets[0].getsockname()[1]

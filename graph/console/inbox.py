@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
 
+from langchain_core.runnables import RunnableConfig
+
 from boundloop.checkpoints import approvals
 from boundloop.checkpoints.errors import ApprovalRefused
 from boundloop.checkpoints.queue import driven_by_workers
@@ -117,5 +119,5 @@ def _assistant(metadata: Any) -> str | None:
     return str(metadata.get("assistant_id") or metadata.get("graph_id") or "boundloop")
 
 
-def _config(run_id: str) -> dict[str, Any]:
+def _config(run_id: str) -> RunnableConfig:
     return {"configurable": {"thread_id": run_id}}

@@ -21,6 +21,7 @@ If even the record alone passes the threshold, compaction is unsafe and the run 
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
@@ -40,7 +41,7 @@ LOW_WATER = 0.5
 the record alone and the threshold, so the next compaction is several turns away, not one."""
 
 
-def pressure(state: dict[str, Any], measure: tuple[int, str]) -> dict[str, Any] | None:
+def pressure(state: Mapping[str, Any], measure: tuple[int, str]) -> dict[str, Any] | None:
     """The gate: the `context` value that sends the run to `compact` when the actor's request,
     whose `size.measure` is `measure`, would pass the threshold; None when it may be sent."""
     tokens, method = measure
@@ -53,7 +54,7 @@ def pressure(state: dict[str, Any], measure: tuple[int, str]) -> dict[str, Any] 
             "again": just_compacted}
 
 
-def limit_of(state: dict[str, Any]) -> int | None:
+def limit_of(state: Mapping[str, Any]) -> int | None:
     """Tokens the actor's request may carry: the model's window and the context budget, the smaller."""
     window = context_window_of(state["settings"], model_id(state["settings"]))
     ceiling = Budget.model_validate(state["budget"]).context_tokens
@@ -61,13 +62,13 @@ def limit_of(state: dict[str, Any]) -> int | None:
     return min(known) if known else None
 
 
-def threshold_of(state: dict[str, Any], limit: int | None) -> int | None:
+def threshold_of(state: Mapping[str, Any], limit: int | None) -> int | None:
     if limit is None:
         return None
     return math.floor(limit * float(state["settings"].get("context_threshold") or 0.8))
 
 
-def current(state: dict[str, Any], run_id: str) -> list[BaseMessage]:
+def current(state: Mapping[str, Any], run_id: str) -> list[BaseMessage]:
     """The conversation as the actor is shown it: the record rebuilt from the state as it is now
     (the plan, calls and budget move on after a compaction), then the turns kept since."""
     messages = state.get("messages", [])
@@ -77,7 +78,7 @@ def current(state: dict[str, Any], run_id: str) -> list[BaseMessage]:
     return [record(state, run_id, measured.get("compactions", 1), measured.get("feedback") or []), *messages[1:]]
 
 
-def turns(messages: list[BaseMessage]) -> list[list[BaseMessage]]:
+def turns(messages: Sequence[BaseMessage]) -> list[list[BaseMessage]]:
     """The conversation after the record, cut before each AI message: a turn is an AI message and
     the tool results and feedback that follow it."""
     cut: list[list[BaseMessage]] = []
@@ -100,7 +101,7 @@ def dropped_results(turn: list[BaseMessage]) -> list[ToolMessage]:
     return [message for message in turn if isinstance(message, ToolMessage)]
 
 
-def record(state: dict[str, Any], run_id: str, compactions: int, feedback: list[str]) -> HumanMessage:
+def record(state: Mapping[str, Any], run_id: str, compactions: int, feedback: list[str]) -> HumanMessage:
     """The must-keep record, built from the checkpointed state."""
     task = state["task"]
     plan = state.get("plan") or {}
@@ -137,7 +138,7 @@ def _plan_lines(plan: dict[str, Any]) -> str:
     return "\n".join(lines) or "(no plan)"
 
 
-def _open_lines(state: dict[str, Any], plan: dict[str, Any]) -> str:
+def _open_lines(state: Mapping[str, Any], plan: Mapping[str, Any]) -> str:
     lines = [f"- step {step['id']} is {step.get('status')}: {step.get('description', '')}"
              for step in plan.get("steps", []) if step.get("status") not in ("done", "skipped")]
     if blocked := plan.get("blocked"):
@@ -146,13 +147,13 @@ def _open_lines(state: dict[str, Any], plan: dict[str, Any]) -> str:
     return "\n".join(lines) or "(none)"
 
 
-def _budget_lines(state: dict[str, Any]) -> str:
+def _budget_lines(state: Mapping[str, Any]) -> str:
     budget, usage = Budget.model_validate(state["budget"]), state.get("usage") or {}
     limits = {name: getattr(budget, name) for name in Budget.model_fields if name != "parallel_calls"}
     return ", ".join(f"{name} {usage.get(name, 0):g}/{'-' if limit is None else limit}" for name, limit in limits.items())
 
 
-def _approval_lines(state: dict[str, Any]) -> str:
+def _approval_lines(state: Mapping[str, Any]) -> str:
     lines = []
     for entry in state.get("approvals", []):
         decision = entry.get("decision")

@@ -30,6 +30,7 @@ from langchain_core.messages import AIMessage, ToolMessage
 from langgraph.config import get_store
 from langgraph.store.base import BaseStore
 
+from boundloop.graph.core.records import Stage
 from boundloop.tools.gateway import as_data
 
 ROOT = ("boundloop", "memory")
@@ -44,7 +45,7 @@ RECALL_LIMIT = 5
 """Memories shown to the planner and the actor per run."""
 SCAN_LIMIT = 200
 """Newest memories of a namespace the keyword fallback ranks."""
-VERIFIED_STAGES = frozenset({"verified", "committed"})
+VERIFIED_STAGES: frozenset[Stage] = frozenset({"verified", "committed"})
 _BLOCK = re.compile(r"\s*<memory-candidates>(.*?)</memory-candidates>\s*", re.S)
 _WORD = re.compile(r"[a-z0-9][a-z0-9_\-']*")
 _STOP = frozenset(
@@ -257,7 +258,8 @@ def brief(memories: list[dict[str, Any]]) -> str:
 async def list_memories(store: BaseStore, *, user: str | None = None, profile: str | None = None) -> list[Any]:
     """Every stored memory (quarantined ones included), optionally of one user and profile."""
     prefix = (*ROOT, *((user,) if user else ()), *((profile,) if user and profile else ()))
-    found, offset = [], 0
+    found: list[Any] = []
+    offset = 0
     while page := await store.asearch(prefix, limit=100, offset=offset):
         found.extend(item for item in page if profile is None or item.namespace[3] == profile)
         offset += len(page)

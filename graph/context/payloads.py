@@ -13,6 +13,7 @@ anything to read (a compaction, or a result cut to its bound).
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Mapping
 from typing import Any
 
 from langchain_core.messages import ToolMessage
@@ -45,7 +46,7 @@ SPEC = {
 }
 
 
-def offered(state: dict[str, Any]) -> bool:
+def offered(state: Mapping[str, Any]) -> bool:
     return bool((state.get("context") or {}).get("compactions")) or ladder.of(state.get("observations", [])).pointers > 0
 
 
@@ -54,7 +55,7 @@ def split(calls: list[ProposedCall]) -> tuple[list[ProposedCall], list[ProposedC
     return [call for call in calls if call.name != NAME], [call for call in calls if call.name == NAME]
 
 
-async def answer(state: dict[str, Any], services: Services, calls: list[ProposedCall]) -> dict[str, Any]:
+async def answer(state: Mapping[str, Any], services: Services, calls: list[ProposedCall]) -> dict[str, Any]:
     """One result message and one grounded observation per call, and the usage they spend."""
     budget = Budget.model_validate(state["budget"])
     usage: dict[str, Any] = {}
@@ -76,7 +77,7 @@ async def answer(state: dict[str, Any], services: Services, calls: list[Proposed
     return {"messages": messages, "observations": observations, "usage": usage}
 
 
-async def _read(state: dict[str, Any], services: Services, args: Any) -> tuple[str, str]:
+async def _read(state: Mapping[str, Any], services: Services, args: Any) -> tuple[str, str]:
     ref = args.get("ref") if isinstance(args, dict) else None
     offset = args.get("offset", 0) if isinstance(args, dict) else 0
     if not isinstance(ref, str) or not ref or not isinstance(offset, int) or offset < 0:

@@ -9,6 +9,7 @@ Usage travels through graph state as a plain dict of deltas summed by `add_usage
 from __future__ import annotations
 
 from dataclasses import dataclass
+from collections.abc import Mapping
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict
@@ -93,12 +94,12 @@ def empty_usage() -> dict[str, Any]:
     return usage
 
 
-def add_usage(current: dict[str, Any] | None, delta: dict[str, Any] | None) -> dict[str, Any]:
+def add_usage(current: Mapping[str, Any] | None, delta: Mapping[str, Any] | None) -> dict[str, Any]:
     """Reducer: sum a usage delta into the running total (parallel tasks each send a delta)."""
     return summed_usage(current, [delta])
 
 
-def summed_usage(current: dict[str, Any] | None, deltas: list[dict[str, Any] | None]) -> dict[str, Any]:
+def summed_usage(current: Mapping[str, Any] | None, deltas: list[Mapping[str, Any] | None]) -> dict[str, Any]:
     """`add_usage` of each delta in turn, into one new total (a resume replays thousands)."""
     total = empty_usage()
     _add_into(total, current)
@@ -109,7 +110,7 @@ def summed_usage(current: dict[str, Any] | None, deltas: list[dict[str, Any] | N
     return total
 
 
-def _add_into(total: dict[str, Any], source: dict[str, Any] | None) -> None:
+def _add_into(total: dict[str, Any], source: Mapping[str, Any] | None) -> None:
     for key, value in (source or {}).items():
         if key in USAGE_MAPS:
             merged = total[key]
@@ -159,7 +160,7 @@ def _suggest(dimension: str, limit: float) -> str:
     return _fmt(round(bigger, 2)) if dimension in {"cost_usd", "wall_clock_s"} else str(int(bigger) + 1)
 
 
-def _over(usage: dict[str, Any], budget: Budget, dimension: str) -> Exhaustion | None:
+def _over(usage: Mapping[str, Any], budget: Budget, dimension: str) -> Exhaustion | None:
     limit = getattr(budget, dimension)
     used = usage.get(dimension, 0)
     if limit is not None and used >= limit:
@@ -168,7 +169,7 @@ def _over(usage: dict[str, Any], budget: Budget, dimension: str) -> Exhaustion |
     return None
 
 
-def check_before_model_call(usage: dict[str, Any], budget: Budget) -> Exhaustion | None:
+def check_before_model_call(usage: Mapping[str, Any], budget: Budget) -> Exhaustion | None:
     """Would one more model call break a limit? Runs before every planner/actor/judge/critic call."""
     if budget.cost_usd is not None and usage.get("unpriced_model_calls", 0) + usage.get("unpriced_tool_calls", 0) > 0:
         return Exhaustion("cost_usd", usage.get("cost_usd", 0), budget.cost_usd, Terminal.BUDGET_EXHAUSTED)
@@ -178,7 +179,7 @@ def check_before_model_call(usage: dict[str, Any], budget: Budget) -> Exhaustion
     return None
 
 
-def check_before_step(usage: dict[str, Any], budget: Budget) -> Exhaustion | None:
+def check_before_step(usage: Mapping[str, Any], budget: Budget) -> Exhaustion | None:
     """The guard every edge passes: only the dimensions that make any further work pointless."""
     return _over(usage, budget, "wall_clock_s")
 
@@ -227,7 +228,7 @@ def model_call_usage(
     }
 
 
-def remaining(usage: dict[str, Any], budget: Budget) -> dict[str, float | None]:
+def remaining(usage: Mapping[str, Any], budget: Budget) -> dict[str, float | None]:
     """Per dimension, what is left (None: unlimited)."""
     left: dict[str, float | None] = {}
     for dimension in Budget.model_fields:

@@ -13,12 +13,13 @@ from __future__ import annotations
 import time
 from contextlib import contextmanager
 from contextvars import ContextVar
+from collections.abc import Mapping
 from typing import Any, Iterator
 
 _DEADLINE: ContextVar[float | None] = ContextVar("boundloop_deadline", default=None)
 
 
-def budget_left_s(budget: dict[str, Any] | None, usage: dict[str, Any] | None) -> float | None:
+def budget_left_s(budget: Mapping[str, Any] | None, usage: Mapping[str, Any] | None) -> float | None:
     """Seconds of the wall-clock budget not yet charged (None: no limit)."""
     limit = (budget or {}).get("wall_clock_s")
     if limit is None:

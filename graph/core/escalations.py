@@ -8,6 +8,7 @@ the same request, however often the node re-runs.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
@@ -36,7 +37,7 @@ class EscalationAnswer(BaseModel):
     """Who answered; recorded."""
 
 
-def request(state: dict[str, Any]) -> tuple[Kind, dict[str, Any]]:
+def request(state: Mapping[str, Any]) -> tuple[Kind, dict[str, Any]]:
     """What to ask, from the state alone: a re-run of the asking node, and the trace, get the same."""
     stopping = state.get("ending")
     if stopping is None:
@@ -79,12 +80,12 @@ def _repair_review(quality: dict[str, Any], stopping: dict[str, Any]) -> dict[st
             "confidence": best.get("score"), "diagnosis": last.get("diagnosis", []), "ending": stopping}
 
 
-def _exhaustion(state: dict[str, Any]) -> Any:
+def _exhaustion(state: Mapping[str, Any]) -> Any:
     budget = Budget.model_validate(state["budget"])
     return check_before_model_call(state["usage"], budget) or check_before_step(state["usage"], budget)
 
 
-def can_ask_a_human(state: dict[str, Any]) -> bool:
+def can_ask_a_human(state: Mapping[str, Any]) -> bool:
     """An attended run with an escalation left: a human can review what a model could not judge."""
     limit = Budget.model_validate(state["budget"]).escalations
     return not state["settings"].get("unattended") and (limit is None or state["usage"].get("escalations", 0) < limit)
@@ -92,13 +93,13 @@ def can_ask_a_human(state: dict[str, Any]) -> bool:
 
 def waiting_status(requests: list[Any]) -> str:
     """The waiting status of a paused run, from what its first pending request asks."""
-    request = requests[0] if requests and isinstance(requests[0], dict) else {}
+    request: dict[str, Any] = requests[0] if requests and isinstance(requests[0], dict) else {}
     return {
         "ask_user": request.get("code", Terminal.MISSING_INFO),
         "elicitation": Terminal.MISSING_INFO,
         "review": Terminal.REVIEW_REQUIRED,
         "budget_extension": (request.get("ending") or {}).get("code", Terminal.BUDGET_EXHAUSTED),
-    }.get(request.get("type"), Terminal.CONFIRM_REQUIRED)
+    }.get(request.get("type", ""), Terminal.CONFIRM_REQUIRED)
 
 
 def waiting_for(requests: list[Any]) -> str:

@@ -13,9 +13,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-from typing import Any, Literal
+from collections.abc import Mapping, Sequence
+from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
+
+StepT = TypeVar("StepT", bound=Mapping[str, Any])
+"""A plan step as a caller holds it (a dict, or a LoopState Step): functions that filter steps return the same."""
 
 
 class EvidenceCall(BaseModel):
@@ -67,7 +71,7 @@ class PlanReply(BaseModel):
         return steps
 
 
-def plan_hash(steps: list[dict[str, Any]]) -> str:
+def plan_hash(steps: Sequence[Mapping[str, Any]]) -> str:
     """SHA-256 of the steps without their progress, for provenance."""
     frozen = [{key: value for key, value in step.items() if key not in PROGRESS_KEYS} for step in steps]
     return hashlib.sha256(json.dumps(frozen, sort_keys=True).encode()).hexdigest()
@@ -77,7 +81,7 @@ PROGRESS_KEYS = frozenset({"status", "verified", "failure", "failures"})
 """Keys observe writes into a step; not part of what was planned."""
 
 
-def serves(step: dict[str, Any], tool: str, args: Any) -> bool:
+def serves(step: Mapping[str, Any], tool: str, args: Any) -> bool:
     """Whether a call of `tool` with `args` can serve `step`: the step expects the tool, and the
     call carries every argument the step names, with the same value."""
     if tool not in step.get("tools", []):
@@ -91,12 +95,12 @@ STEP_ATTEMPTS = 2
 who sees the error and may retry differently; a second means retrying does not fix it."""
 
 
-def stuck(steps: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def stuck(steps: Sequence[StepT]) -> list[StepT]:
     """Failed steps whose calls failed `STEP_ATTEMPTS` times: retrying will not fix them."""
     return [step for step in steps if step.get("status") == "failed" and step.get("failures", 0) >= STEP_ATTEMPTS]
 
 
-def record_call(steps: list[dict[str, Any]], step_id: str, tool: str, call_id: str, problem: str | None) -> list[dict[str, Any]]:
+def record_call(steps: Sequence[Mapping[str, Any]], step_id: str, tool: str, call_id: str, problem: str | None) -> list[Mapping[str, Any]]:
     """Steps after a call made for `step_id` ended: verified (`problem` None) or failed with `problem`."""
     updated = []
     for step in steps:
@@ -110,7 +114,7 @@ def record_call(steps: list[dict[str, Any]], step_id: str, tool: str, call_id: s
     return advance(updated)
 
 
-def advance(steps: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def advance(steps: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
     """Mark a step done when its dependencies are done and each expected tool has a verified call for it."""
     done = {step["id"] for step in steps if step.get("status") == "done"}
     advanced = []
@@ -124,19 +128,19 @@ def advance(steps: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return advanced
 
 
-def evidence_to_fetch(steps: list[dict[str, Any]], evidence: list[dict[str, Any]] | None) -> list[dict[str, Any]]:
+def evidence_to_fetch(steps: Sequence[StepT], evidence: Sequence[Mapping[str, Any]] | None) -> list[StepT]:
     """Evidence steps not done whose evidence the run has not fetched yet (a re-plan keeps what it has)."""
     fetched = {entry["step_id"] for entry in evidence or []}
     return [step for step in steps if step.get("evidence") and step.get("status") != "done" and step["id"] not in fetched]
 
 
-def unfinished(steps: list[dict[str, Any]], *, optional: bool = False) -> list[dict[str, Any]]:
+def unfinished(steps: Sequence[StepT], *, optional: bool = False) -> list[StepT]:
     """Steps that promise a tool call and are not done: required ones, or (optional=True) optional ones.
     A step without tools promises no call; the judge checks it against the criteria."""
     return [step for step in steps if step.get("tools") and step.get("status") != "done" and bool(step.get("optional")) == optional]
 
 
-def describe_unfinished(steps: list[dict[str, Any]]) -> list[str]:
+def describe_unfinished(steps: Sequence[Mapping[str, Any]]) -> list[str]:
     """One line per unfinished step: what it is and why it is not done."""
     lines = []
     for step in steps:

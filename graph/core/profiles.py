@@ -6,7 +6,7 @@ agents follow the research assistant (read-heavy, no autonomous mutation) with a
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Literal, Mapping
 
 from boundloop.graph.core.budget import Budget
 
@@ -36,7 +36,7 @@ PROFILES: dict[str, Budget] = {
 }
 
 
-def budget_for(profile: str, overrides: dict[str, object] | None = None) -> Budget:
+def budget_for(profile: str, overrides: Mapping[str, object] | None = None) -> Budget:
     """The profile's budget with per-run overrides applied (each dimension can be overridden)."""
     base = PROFILES[profile].model_dump()
     base.update(overrides or {})

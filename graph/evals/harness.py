@@ -128,7 +128,7 @@ async def _drive(runner: Runner, suite: Suite, scenario: Scenario, outcome: RunO
                 break
             request = report.interrupts[0]["value"]
             call_id = request.get("call_id") if isinstance(request, dict) else None
-            report = await runner.decide(report.thread_id, call_id, decisions.pop(0))
+            report = await runner.decide(report.thread_id, call_id, decisions.pop(0))  # type: ignore[arg-type]  # a request without a call id (ask_user, budget) waits under None
         return report
     finally:
         shutil.rmtree(scratch, ignore_errors=True)

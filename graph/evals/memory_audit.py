@@ -11,7 +11,7 @@ budget or by a human while supported is neither right nor wrong here.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -38,7 +38,7 @@ class MemoryVerdict:
         return self.promoted == self.supported
 
 
-async def audit_run(pool: AsyncConnectionPool, run_id: str, events: list[Mapping[str, Any]], state: Mapping[str, Any]) -> list[MemoryVerdict]:
+async def audit_run(pool: AsyncConnectionPool, run_id: str, events: Sequence[Mapping[str, Any]], state: Mapping[str, Any]) -> list[MemoryVerdict]:
     """A verdict per candidate the run's write gate decided (none when it proposed no memory)."""
     decisions = [item for event in events if event["kind"] == "memory" for item in event["data"].get("decisions", [])]
     if not decisions:

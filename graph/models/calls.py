@@ -96,9 +96,10 @@ async def invoke(
                 raise DeadlineReached("the call was still waiting for the model at the run's deadline", spent) from None
             failure = _Failure(f"no reply within {timeout_s:g} s (model_timeout_s)", retryable=True)
         except Exception as error:  # noqa: BLE001 (classified, or raised again unchanged)
-            failure = classify(error)
-            if failure is None:
+            classified = classify(error)
+            if classified is None:
                 raise
+            failure = classified
         else:
             if state.get("circuits", {}).get(circuit):
                 spent.breakers = breakers.record_circuit(state, circuit, False, time.time())

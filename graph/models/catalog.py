@@ -19,10 +19,12 @@ import json
 import math
 import os
 from functools import lru_cache
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 from langchain_core.language_models.chat_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
+from langchain_core.runnables import RunnableConfig
+from pydantic import SecretStr
 
 from boundloop.checkpoints import store
 from boundloop.graph.models import size
@@ -110,16 +112,17 @@ def _build(model: str, script: str | None, base_url: str | None, api: str = "cha
         raise ModelNotConfigured(NO_MODEL.format(model=model))
     from langchain_openai import ChatOpenAI
 
+    # Responses: typed output items (reasoning, hosted tool calls) stay in the reply's content;
+    # the whole conversation is sent each turn from our checkpoint, never a previous_response_id.
+    responses: dict[str, Any] = {"use_responses_api": True} if api == "responses" else {}
     return ChatOpenAI(
         model=model,
-        api_key=api_key,
+        api_key=SecretStr(api_key),
         base_url=base_url or os.environ.get("OPENAI_BASE_URL"),
         temperature=0,
         max_retries=0,  # retries are ours: budgeted, traced, behind the model's circuit (graph/models/calls.py)
         stream_usage=True,
-        # Responses: typed output items (reasoning, hosted tool calls) stay in the reply's content;
-        # the whole conversation is sent each turn from our checkpoint, never a previous_response_id.
-        **({"use_responses_api": True} if api == "responses" else {}),
+        **responses,
     )
 
 
@@ -154,7 +157,7 @@ class NoReply(Exception):
 
 
 async def call_model(
-    state: dict[str, Any],
+    state: Mapping[str, Any],
     services: Services,
     role: str,
     messages: Sequence[BaseMessage],
@@ -176,7 +179,7 @@ async def call_model(
     spent = spent or {}
     usage = add_usage(state.get("usage"), spent.get("usage"))
     index = usage["calls_by_role"].get(role, 0)
-    config = {"metadata": {ROLE_KEY: role, INDEX_KEY: index}}
+    config: RunnableConfig = {"metadata": {ROLE_KEY: role, INDEX_KEY: index}}
     name = model_id(settings)
     tokens, method = measure or size.measure(name, messages, tools)
     measured = size.record(spent.get("context") or state.get("context"), role, tokens, method, context_window_of(settings, name))
@@ -201,7 +204,7 @@ async def call_model(
 
 
 async def ask_for(
-    state: dict[str, Any], services: Services, role: str, messages: Sequence[BaseMessage], kind: type[Reply]
+    state: Mapping[str, Any], services: Services, role: str, messages: Sequence[BaseMessage], kind: type[Reply]
 ) -> tuple[Reply | None, str | None, dict[str, Any]]:
     """Ask `role` for a JSON reply of `kind`; a malformed reply is shown its problem and asked again,
     up to MAX_ASKS calls in all, each charged like any call. Returns (reply or None, the last
@@ -222,7 +225,7 @@ async def ask_for(
     return None, problem, spent
 
 
-def _exhausted(state: dict[str, Any], spent: dict[str, Any]) -> Exhaustion | None:
+def _exhausted(state: Mapping[str, Any], spent: Mapping[str, Any]) -> Exhaustion | None:
     return check_before_model_call(add_usage(state.get("usage"), spent.get("usage")), Budget.model_validate(state["budget"]))
 
 
@@ -230,7 +233,7 @@ def _reply_usage(
     settings: dict[str, Any], role: str, messages: Sequence[BaseMessage], tools: list[dict[str, Any]] | None, reply: AIMessage
 ) -> dict[str, Any]:
     """The usage delta of one reply: the provider's counts, or an estimate when it sent none."""
-    usage = reply.usage_metadata or {}
+    usage: Mapping[str, Any] = reply.usage_metadata or {}
     input_tokens, output_tokens = usage.get("input_tokens", 0), usage.get("output_tokens", 0)
     estimated = input_tokens <= 0  # a real request always has prompt tokens: none reported means no usage
     if estimated:
@@ -252,7 +255,7 @@ def context_window_of(settings: dict[str, Any], name: str) -> int | None:
     return (settings.get("context_windows") or {}).get(name) or CONTEXT_WINDOWS.get(name)
 
 
-def _attempts_update(attempts: model_calls.Attempts, state: dict[str, Any]) -> dict[str, Any]:
+def _attempts_update(attempts: model_calls.Attempts, state: Mapping[str, Any]) -> dict[str, Any]:
     """What the attempts cost; the breaker entries that differ from the node's input state (so the
     delta also carries what earlier calls of the same node changed, in `spent`)."""
     update: dict[str, Any] = {"usage": {"retries": attempts.retries}}
@@ -261,7 +264,7 @@ def _attempts_update(attempts: model_calls.Attempts, state: dict[str, Any]) -> d
     return update
 
 
-def _ending(state: dict[str, Any], role: str, failed: model_calls.ModelCallFailed) -> dict[str, str]:
+def _ending(state: Mapping[str, Any], role: str, failed: model_calls.ModelCallFailed) -> dict[str, str]:
     if isinstance(failed, model_calls.DeadlineReached):
         limit = state["budget"]["wall_clock_s"]
         exhaustion = Exhaustion("wall_clock_s", limit, limit, Terminal.TIMEOUT)

@@ -7,6 +7,7 @@ verifier's findings — never the actor's messages or reasoning, so it cannot in
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from boundloop.tools.gateway import as_data
@@ -71,7 +72,7 @@ def task_brief(task: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def evidence_brief(observations: list[dict[str, Any]]) -> str:
+def evidence_brief(observations: Sequence[Mapping[str, Any]]) -> str:
     """Verified observations as short, sourced lines (the evidence bundle)."""
     lines = [
         f"[{obs['call_id']}] {obs['tool']} -> {obs['status']}:\n{as_data(obs.get('excerpt', '')[:600])}"

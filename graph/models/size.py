@@ -104,7 +104,10 @@ class _MessageCounts:
     def _add(self, table: dict[int, int], message: BaseMessage, value: int) -> int:
         key = id(message)
         if key not in self._refs:
-            self._refs[key] = weakref.ref(message, lambda _, key=key: self._forget(key))
+            def forget(_: object, key: int = key) -> None:
+                self._forget(key)
+
+            self._refs[key] = weakref.ref(message, forget)
         table[key] = value
         return value
 

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import asdict, dataclass
+from collections.abc import Mapping
 from typing import Any
 
 from boundloop.graph.quality.test_results import pass_rate
@@ -60,7 +61,7 @@ def estimate(signals: Signals) -> float:
     return round(min(max(mean - REPAIR_PENALTY * signals.repairs, 0.0), 1.0), 4)
 
 
-def signals_of(state: dict[str, Any]) -> Signals:
+def signals_of(state: Mapping[str, Any]) -> Signals:
     quality = state.get("quality") or {}
     verification = quality.get("verification", {})
     critique = quality.get("critique", {})
@@ -90,7 +91,7 @@ def evidence_coverage(output: str, observations: list[dict[str, Any]]) -> float 
     return round(grounded / len(claims), 4)
 
 
-def review_triggers(state: dict[str, Any]) -> list[str]:
+def review_triggers(state: Mapping[str, Any]) -> list[str]:
     """Why a human must see the result whatever its confidence (empty: nothing requires it)."""
     settings, quality = state["settings"], state.get("quality") or {}
     approved = {record["call_id"] for record in state.get("approvals", []) if record.get("run")}

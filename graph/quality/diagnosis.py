@@ -18,6 +18,7 @@ Pure functions only.
 from __future__ import annotations
 
 from enum import StrEnum
+from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
 
@@ -101,7 +102,7 @@ def strongest(strategies: list[Strategy]) -> Strategy:
     return max(strategies, key=RANK.index)
 
 
-def defects(verification: dict[str, Any], critique: dict[str, Any], unfinished_steps: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def defects(verification: Mapping[str, Any], critique: Mapping[str, Any], unfinished_steps: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """Every defect of the output, classified: unfinished plan steps, the verifier's failures, then the
     critic's defects (or, when it listed none, its dimensions below their minimum)."""
     found = [_step_defect(step) for step in unfinished_steps]
@@ -141,14 +142,14 @@ def _traced(found: dict[str, Any]) -> dict[str, Any]:
     return {key: found[key] for key in ("step", "trace", "ignored_step") if found.get(key)}
 
 
-def _step_defect(step: dict[str, Any]) -> dict[str, Any]:
+def _step_defect(step: Mapping[str, Any]) -> dict[str, Any]:
     """An unfinished plan step: a failed tool call is TOOL_FAILURE, a step never done INCOMPLETENESS."""
     cause = RootCause.TOOL_FAILURE if step.get("failure") else RootCause.INCOMPLETENESS
     return {"cause": cause.value, "source": "plan", "location": f"step {step['id']}",
             "problem": step.get("failure") or f"step {step['id']} ({step['description']}) is not done", "hint": None}
 
 
-def _worst_dimension(critique: dict[str, Any]) -> str | None:
+def _worst_dimension(critique: Mapping[str, Any]) -> str | None:
     scores = critique.get("scores", {})
     below = critique.get("below_minimum", [])
     return min(below, key=lambda name: scores.get(name, 0.0)) if below else None

@@ -23,6 +23,7 @@ import asyncio
 import os
 import posixpath
 from dataclasses import dataclass, field
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from boundloop.checkpoints import store
@@ -48,7 +49,7 @@ class Writers:
         return None
 
 
-async def run_writers(observations: list[dict[str, Any]], registry: Any, services: Services) -> Writers:
+async def run_writers(observations: Sequence[Mapping[str, Any]], registry: Any, services: Services) -> Writers:
     """`writers` of the current run: the arguments come from its ledger (what was sent, after any edit at approval)."""
     if not any(_wrote_for_a_step(obs) for obs in observations):
         return Writers()
@@ -58,7 +59,7 @@ async def run_writers(observations: list[dict[str, Any]], registry: Any, service
     return await asyncio.to_thread(writers, observations, sent, registry)
 
 
-def writers(observations: list[dict[str, Any]], sent: dict[str, dict[str, Any]], registry: Any) -> Writers:
+def writers(observations: Sequence[Mapping[str, Any]], sent: dict[str, dict[str, Any]], registry: Any) -> Writers:
     """The run's writers, from the observations (which call served which step, and when it ended) and
     `sent` (call id → arguments the ledger recorded). Touches the filesystem (realpath): run it off the loop."""
     by_file: dict[str, list[str]] = {}
@@ -74,12 +75,12 @@ def writers(observations: list[dict[str, Any]], sent: dict[str, dict[str, Any]],
     return Writers({real: tuple(steps) for real, steps in by_file.items()})
 
 
-def served(observations: list[dict[str, Any]]) -> dict[str, str]:
+def served(observations: Sequence[Mapping[str, Any]]) -> dict[str, str]:
     """Call id → the plan step the call counted for (observe's binding)."""
     return {obs["call_id"]: obs["step_id"] for obs in observations if obs.get("step_id")}
 
 
-def _wrote_for_a_step(obs: dict[str, Any]) -> bool:
+def _wrote_for_a_step(obs: Mapping[str, Any]) -> bool:
     return bool(obs.get("step_id") and obs.get("side_effect") and obs.get("status") == "ok")
 
 
@@ -92,7 +93,7 @@ def check_files(spec: ToolSpec | None, args: dict[str, Any], location: str | Non
     files: list[str] = []
     root = os.path.realpath(spec.root) if spec.root else None
     if location and root is not None and (file := _location_file(location)):
-        cwd = args.get("cwd") if isinstance(args.get("cwd"), str) else "."
+        cwd = given if isinstance(given := args.get("cwd"), str) else "."
         real = os.path.realpath(os.path.join(root, cwd, file))
         files.append(real)
         shown[real] = file
@@ -103,7 +104,7 @@ def check_files(spec: ToolSpec | None, args: dict[str, Any], location: str | Non
     return files, shown
 
 
-def critic_step(defect: dict[str, Any], steps: list[dict[str, Any]], calls: dict[str, str]) -> dict[str, Any]:
+def critic_step(defect: Mapping[str, Any], steps: Sequence[Mapping[str, Any]], calls: dict[str, str]) -> dict[str, Any]:
     """The critic's defect with the step it is traced to: the step the critic named, when the plan
     has it (a name it does not have is kept only as `ignored_step`), else the step of the call its
     location names; neither: no step."""

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from collections.abc import Mapping
 from typing import Any
 
 from langchain_core.messages import HumanMessage, SystemMessage
@@ -65,7 +66,7 @@ class Checked:
     """The run ends here: the actor is not asked this turn."""
 
 
-async def before_turn(state: dict[str, Any], services: Services) -> Checked:
+async def before_turn(state: Mapping[str, Any], services: Services) -> Checked:
     """The goal check due at the start of this actor turn, if any (see the module docstring)."""
     window = due(state)
     if window is None:
@@ -90,7 +91,7 @@ async def before_turn(state: dict[str, Any], services: Services) -> Checked:
     return Checked({**update, "goal_check": _record(first, last, progress, model, decision)}, stops=stops)
 
 
-def due(state: dict[str, Any]) -> tuple[int, int] | None:
+def due(state: Mapping[str, Any]) -> tuple[int, int] | None:
     """The window (first, last actor turn) to check before the next turn, or None. Every call of the
     window has run and been observed by the time the next turn starts; a window is checked once."""
     every = (state.get("settings") or {}).get("goal_check_every", 10)
@@ -100,7 +101,7 @@ def due(state: dict[str, Any]) -> tuple[int, int] | None:
     return turns - every, turns - 1
 
 
-def no_progress(state: dict[str, Any]) -> dict[str, Any] | None:
+def no_progress(state: Mapping[str, Any]) -> dict[str, Any] | None:
     """The tripwire: REPEATED_FAILURE once a recorded goal check found a window without progress.
     A pure function of the checkpointed record, so every guard and finalize read the same verdict."""
     record = state.get("goal_check") or {}
@@ -115,7 +116,7 @@ def no_progress(state: dict[str, Any]) -> dict[str, Any] | None:
     )
 
 
-def signals(state: dict[str, Any], first: int, last: int) -> dict[str, int]:
+def signals(state: Mapping[str, Any], first: int, last: int) -> dict[str, int]:
     """Progress made by actor turns first..last: verified calls, plan steps they completed, repair gains."""
     verified = verified_calls(state, first, last)
     steps = [step for step in (state.get("plan") or {}).get("steps", [])
@@ -126,12 +127,12 @@ def signals(state: dict[str, Any], first: int, last: int) -> dict[str, int]:
     return {"verified_observations": len(verified), "plan_steps_done": len(steps), "repair_gains": len(gains)}
 
 
-def verified_calls(state: dict[str, Any], first: int, last: int) -> set[str]:
+def verified_calls(state: Mapping[str, Any], first: int, last: int) -> set[str]:
     return {obs["call_id"] for obs in state.get("observations", [])
             if obs.get("phase") == "act" and obs.get("stage") in ("verified", "committed") and _in(obs["call_id"], first, last)}
 
 
-async def _ask(state: dict[str, Any], services: Services, first: int, last: int) -> tuple[dict[str, Any], dict[str, Any]]:
+async def _ask(state: Mapping[str, Any], services: Services, first: int, last: int) -> tuple[dict[str, Any], dict[str, Any]]:
     """(the update the question cost, what the model said: `outcome`, `detail`, `verdict`)."""
     request = [SystemMessage(GOAL_CHECK), HumanMessage(_brief(state, first, last))]
     budget = Budget.model_validate(state["budget"])
@@ -164,7 +165,7 @@ def _record(first: int, last: int, progress: dict[str, int], model: dict[str, An
     return {"window": [first, last], "signals": progress, "model": model, "decision": decision}
 
 
-def _brief(state: dict[str, Any], first: int, last: int) -> str:
+def _brief(state: Mapping[str, Any], first: int, last: int) -> str:
     """The task, the plan's progress and the window's calls: ids, tools and outcomes, no payloads."""
     steps = (state.get("plan") or {}).get("steps", [])
     plan = "\n".join(f"- [{step.get('status')}] {step.get('id')}: {step.get('description')}" for step in steps) or "(none)"

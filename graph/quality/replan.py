@@ -17,18 +17,21 @@ which were built on it. Only those are `reopened`; every other done step is kept
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import Any, Literal
+
+from boundloop.graph.core.plan import StepT
 
 Cause = Literal["validation", "step_failed", "verification"]
 
 
-def affected(steps: list[dict[str, Any]], roots: set[str]) -> list[str]:
+def affected(steps: Sequence[Mapping[str, Any]], roots: set[str]) -> list[str]:
     """`roots` and every step that depends on one of them, directly or not, in plan order; never a done step."""
     done = {step["id"] for step in steps if step.get("status") == "done"}
     return [step_id for step_id in with_dependents(steps, roots) if step_id not in done]
 
 
-def with_dependents(steps: list[dict[str, Any]], roots: set[str]) -> list[str]:
+def with_dependents(steps: Sequence[Mapping[str, Any]], roots: set[str]) -> list[str]:
     """`roots` and every step that depends on one of them, directly or not, in plan order, done ones
     included: a step a verification failure is traced to is done but wrong, and so is what was built on it."""
     hit = set(roots)
@@ -52,21 +55,21 @@ def request(cause: Cause, reason: str, steps: list[str], *, traced: list[str] | 
     return pending
 
 
-def kept(steps: list[dict[str, Any]], pending: dict[str, Any]) -> list[dict[str, Any]]:
+def kept(steps: Sequence[StepT], pending: Mapping[str, Any]) -> list[StepT]:
     """The steps a re-plan keeps as they are: done ones unless reopened, and all not named when it is targeted."""
     named, reopen = set(pending.get("steps") or []), set(pending.get("reopened") or [])
     return [step for step in steps
             if (step.get("status") == "done" and step["id"] not in reopen) or (named and step["id"] not in named)]
 
 
-def merge(keep: list[dict[str, Any]], replacements: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def merge(keep: Sequence[Mapping[str, Any]], replacements: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
     """The kept steps, then the replacements; a replacement reusing a kept step's id is dropped
     (a re-plan cannot rewrite a kept step, whatever the planner sends back)."""
     kept_ids = {step["id"] for step in keep}
     return [*keep, *(step for step in replacements if step["id"] not in kept_ids)]
 
 
-def revision(pending: dict[str, Any], keep: list[dict[str, Any]], new_steps: list[dict[str, Any]]) -> dict[str, Any]:
+def revision(pending: Mapping[str, Any], keep: Sequence[Mapping[str, Any]], new_steps: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     """The log entry of one re-plan: cause, reason, what was replaced, what stayed."""
     kept_ids = {step["id"] for step in keep}
     entry = {"cause": pending["cause"], "reason": pending["reason"], "replaced": pending.get("steps") or "all",

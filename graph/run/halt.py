@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from langchain_core.runnables import RunnableConfig
 from langgraph.graph.state import CompiledStateGraph
 
 from boundloop.checkpoints import store
@@ -27,7 +28,7 @@ NEXT_ACTION = "Resume the thread to continue from its last checkpoint (`boundloo
 
 async def halt(graph: CompiledStateGraph, thread_id: str, services: Services) -> dict[str, Any]:
     """Record the halt of `thread_id` on `graph` (which has the checkpointer); the halt record."""
-    config = {"configurable": {"thread_id": thread_id}}
+    config: RunnableConfig = {"configurable": {"thread_id": thread_id}}
     snapshot = await graph.aget_state(config)
     values = dict(snapshot.values)
     status = values.get("status") or {}

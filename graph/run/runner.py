@@ -20,13 +20,14 @@ import math
 import os
 import time
 import uuid
-from collections.abc import Coroutine
+from collections.abc import AsyncIterator, Coroutine
 from contextlib import AsyncExitStack, suppress
 from dataclasses import asdict, dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, cast
 
 import psycopg
-from langgraph.types import Command, StateSnapshot
+from langchain_core.runnables import RunnableConfig
+from langgraph.types import Command, StateSnapshot, StreamMode
 from psycopg_pool import PoolTimeout
 
 from boundloop.checkpoints import approvals, queue, store
@@ -91,7 +92,10 @@ class Runner:
         self._cancel = asyncio.Event()
 
     async def __aenter__(self) -> "Runner":
-        self._url = url = self._url or await asyncio.to_thread(database_url, install=self._install)
+        url = self._url
+        if not url:
+            url = await asyncio.to_thread(database_url, install=self._install)
+        self._url = url
         self.pool = await open_pool(url)
         self._stack.push_async_callback(self.pool.close)
         saver = await self._stack.enter_async_context(postgres_saver(self.pool))
@@ -133,7 +137,7 @@ class Runner:
             reopen = _reopening(snapshot.values)
             return await (self._drive(thread_id, reopen, observe) if reopen else self.report(thread_id))
         decisions = decisions or _expired_rejections(snapshot.interrupts)
-        command = Command(resume=decisions) if decisions else None
+        command: Command[Any] | None = Command(resume=decisions) if decisions else None
         return await self._drive(thread_id, command, observe)
 
     async def decide(self, thread_id: str, call_id: str, decision: dict[str, Any], *, observe: Observer | None = None) -> RunReport:
@@ -263,9 +267,12 @@ class Runner:
             # so a kill or a cancel loses at most the step in flight.
             known = await self._known(thread_id, graph_input) if langsmith_trace.enabled() else {}
             PHASE_PROGRESS_STREAMED.set(show is not None)  # this task's context: the drive's nodes inherit it
-            modes = ["updates", "values", *(["custom"] if show is not None else [])]
+            modes: list[StreamMode] = ["updates", "values"]
+            if show is not None:
+                modes.append("custom")
             async with langsmith_trace.run_root(thread_id, known, self.services.graph_version, self.pool) as finish:
-                stream = self.graph.astream(graph_input, _config(thread_id), context=context, stream_mode=modes, durability="sync")
+                # with a list of modes LangGraph yields (mode, chunk) pairs; its overloads say only Any
+                stream = cast("AsyncIterator[tuple[str, Any]]", self.graph.astream(graph_input, _config(thread_id), context=context, stream_mode=modes, durability="sync"))
                 async for mode, chunk in stream:
                     if mode == "values":  # the state once the step's writes are applied: what its checkpoint saves
                         seen.values = chunk
@@ -316,6 +323,7 @@ class Runner:
             await asyncio.sleep(DB_RETRY_DELAYS_S[min(attempt, len(DB_RETRY_DELAYS_S) - 1)])
             attempt += 1
             try:
+                assert self._url is not None, "__aenter__ set it"
                 connection = await psycopg.AsyncConnection.connect(self._url, connect_timeout=2)
             except psycopg.Error:
                 if time.monotonic() >= deadline:
@@ -451,5 +459,5 @@ def _expired_rejections(interrupts: Any) -> dict[str, Any]:
     }
 
 
-def _config(thread_id: str) -> dict[str, Any]:
+def _config(thread_id: str) -> RunnableConfig:
     return {"configurable": {"thread_id": thread_id}, "recursion_limit": RECURSION_LIMIT}

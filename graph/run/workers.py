@@ -25,6 +25,7 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 import procrastinate
+from langchain_core.runnables import RunnableConfig
 from procrastinate.exceptions import AlreadyEnqueued, ConnectorException
 from psycopg_pool import AsyncConnectionPool
 
@@ -192,6 +193,7 @@ async def _picked_up(context: procrastinate.JobContext, run_id: str) -> Runner:
     runner: Runner = context.additional_context["runner"]
     job = context.job
     attempt = job.attempts + 1  # procrastinate counts the attempts made before this one
+    assert job.id is not None, "a job picked up was deferred, so it has its id"
     await record_pickup(runner.pool, run_id, job_id=job.id, attempt=attempt, worker=context.worker_name or "worker")
     logger.info("%s: %s job %s, attempt %s", context.worker_name, run_id, job.id, attempt)
     return runner
@@ -202,5 +204,5 @@ def _done(context: procrastinate.JobContext, run_id: str, status: str) -> str:
     return status
 
 
-def _config(run_id: str) -> dict[str, Any]:
+def _config(run_id: str) -> RunnableConfig:
     return {"configurable": {"thread_id": run_id}}

@@ -24,7 +24,7 @@ def explain(events: list[dict[str, Any]]) -> str:
     calls = [call for event in nodes for call in event["data"].get("tool_calls", [])]
     counted = Counter(f"{call.get('name')} ({call.get('status')})" for call in calls)
     called = ", ".join(f"{name} ×{n}" if n > 1 else name for name, n in counted.items()) or "no tools"
-    total = next((event["data"]["budget_total"] for event in reversed(nodes) if event["data"].get("budget_total")), {})
+    total: dict[str, Any] = next((event["data"]["budget_total"] for event in reversed(nodes) if event["data"].get("budget_total")), {})
     spent = (f"{total.get('calls', 0)} calls, {total.get('tokens', 0)} tokens, ${total.get('cost_usd', 0):.4f}, "
              f"{total.get('retries', 0)} retries, {total.get('time_s', 0):.2f}s") if total else "nothing recorded"
     verified = [call for call in calls if call.get("status") == "ok"]

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Mapping
 from typing import Any
 
 from langgraph.config import get_config
@@ -50,7 +51,7 @@ def digest(value: Any) -> str:
     return hashlib.sha256(json.dumps(value, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
-def graph_version(compiled: CompiledStateGraph) -> str:
+def graph_version(compiled: CompiledStateGraph[Any, Any, Any, Any]) -> str:
     """A hash of the compiled graph's nodes and edges (conditional edges marked as such)."""
     drawn = compiled.get_graph()
     return digest({"nodes": sorted(drawn.nodes), "edges": sorted([e.source, e.target, bool(e.conditional)] for e in drawn.edges)})
@@ -79,7 +80,7 @@ def step_position() -> tuple[int | None, str | None]:
     return config.get("metadata", {}).get("langgraph_step"), (config["configurable"].get("checkpoint_map") or {}).get("")
 
 
-async def record_node(services: Services, run_id: str, node: str, state: dict[str, Any], update: dict[str, Any], elapsed_s: float) -> None:
+async def record_node(services: Services, run_id: str, node: str, state: Mapping[str, Any], update: dict[str, Any], elapsed_s: float) -> None:
     """Write the node's events with its step; register the run at intake and record its ending at finalize."""
     events = node_events(services, node, state, update, elapsed_s)
     await _append(services, run_id, [(kind, node, data) for kind, data in events])
@@ -108,7 +109,7 @@ async def _append(services: Services, run_id: str, events: list[tuple[str, str, 
     """Redact the node's events and hand them to the saver that saves this step, which writes them
     in the same transaction; write them now only when no such saver runs the graph (no
     checkpointer, or another one)."""
-    redacted = [(kind, node, secrets.redact(data)) for kind, node, data in events]
+    redacted: list[tuple[str, str | None, Any]] = [(kind, node, secrets.redact(data)) for kind, node, data in events]
     hold = getattr(get_config()["configurable"].get(CONFIG_KEY_CHECKPOINTER), "hold_trace", None)  # the server's adapter forwards it
     info = get_runtime().execution_info
     if hold is not None and info is not None and info.thread_id is not None:
@@ -118,7 +119,7 @@ async def _append(services: Services, run_id: str, events: list[tuple[str, str, 
     await store.append_events(await services.pool(), run_id, redacted)
 
 
-def node_events(services: Services, node: str, state: dict[str, Any], update: dict[str, Any], elapsed_s: float) -> list[tuple[str, dict[str, Any]]]:
+def node_events(services: Services, node: str, state: Mapping[str, Any], update: dict[str, Any], elapsed_s: float) -> list[tuple[str, dict[str, Any]]]:
     step, checkpoint = step_position()
     event: dict[str, Any] = {"step": step, "checkpoint_id": checkpoint, "elapsed_ms": round(elapsed_s * 1000, 3),
                              "budget": budget_vector(update.get("usage"))}
@@ -148,7 +149,7 @@ def node_events(services: Services, node: str, state: dict[str, Any], update: di
     return [("node", event)]
 
 
-def _header(services: Services, state: dict[str, Any], update: dict[str, Any]) -> dict[str, Any]:
+def _header(services: Services, state: Mapping[str, Any], update: dict[str, Any]) -> dict[str, Any]:
     settings, boundary = update.get("settings") or {}, update.get("boundary") or {}
     model = boundary.get("model") or settings.get("model")
     return {
@@ -226,15 +227,15 @@ def _validation(node: str, update: dict[str, Any]) -> dict[str, Any] | None:
     return None
 
 
-def _replan(node: str, state: dict[str, Any], update: dict[str, Any]) -> dict[str, Any] | None:
+def _replan(node: str, state: Mapping[str, Any], update: dict[str, Any]) -> dict[str, Any] | None:
     """The re-plan a plan node made (graph/quality/replan.py): its cause, what it replaced and kept."""
     before, after = (state.get("plan") or {}).get("revisions", []), (update.get("plan") or {}).get("revisions", [])
     return after[-1] if node == "plan" and len(after) > len(before) else None
 
 
-def _escalation(node: str, state: dict[str, Any], update: dict[str, Any]) -> dict[str, Any] | None:
+def _escalation(node: str, state: Mapping[str, Any], update: dict[str, Any]) -> dict[str, Any] | None:
     if node == "approve":
-        record = next(iter(update.get("approvals") or []), {})
+        record: dict[str, Any] = next(iter(update.get("approvals") or []), {})
         return {"type": "tool_approval", "call_id": record.get("call_id"), "decision": record.get("decision"), "approver": record.get("approver")}
     if node == "escalate":
         kind, request = escalations.request(state)
