@@ -1,7 +1,7 @@
 """graph/ and nodes/ type-check: mypy, configured in pyproject.toml, reports no error.
 
 mypy runs as `python -m mypy` from the repository root, so it reads `[tool.mypy]` there (the
-packages it checks, .mypy_path for the package mapping, the cache in .mypy_cache). With a warm
+packages it checks, tests/.mypy_path for the package mapping, the cache in .mypy_cache). With a warm
 cache a run takes a few seconds; a cold one about a minute and a half on a loaded 2-core machine.
 """
 

@@ -1,1 +1,0 @@
-../../graph/_package/__init__.py

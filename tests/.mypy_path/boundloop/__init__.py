@@ -1,0 +1,1 @@
+../../../graph/_package/__init__.py
