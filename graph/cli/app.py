@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import math
 import os
 import signal
 import sys
@@ -21,42 +20,42 @@ from typing import Annotated, Any, Optional
 import psycopg
 import typer
 from psycopg_pool import PoolTimeout
-from pydantic import ValidationError
 from rich.console import Console
 from rich.markup import escape
 
 from boundloop.checkpoints.errors import CheckpointsError
 from boundloop.graph.core.errors import BoundloopError, ConfigError
-from boundloop.graph.models.catalog import model_for
+from boundloop.graph.cli.options import (
+    ApprovalTimeoutOpt,
+    BaseUrlOpt,
+    BudgetOpt,
+    ConfigOpt,
+    CriteriaOpt,
+    DbFlag,
+    JsonFlag,
+    ModelOpt,
+    PolicyOpt,
+    ProfileOpt,
+    ScriptOpt,
+    ServersOpt,
+    UnattendedOpt,
+    UserOpt,
+    WorkspaceOpt,
+    budget_overrides,
+    check_usable,
+    settings_from,
+    task_from,
+)
 from boundloop.graph.cli.progress import Progress, render_pending, render_report, render_runs, render_trace
 from boundloop.graph.run.runner import RunReport, Runner
-from boundloop.graph.task import RunSettings, Task, limit_problem
+from boundloop.graph.task import RunSettings, Task
 from boundloop.tools import secrets
 from boundloop.tools.errors import ToolsError
-from boundloop.tools.config import load_servers
-from boundloop.tools.policy import load_policy
 
 app = typer.Typer(help="boundloop: a bounded, durable, permissioned agent loop.", no_args_is_help=True, add_completion=False)
 err = Console(stderr=True, soft_wrap=True)
 out = Console(soft_wrap=True)
 
-JsonFlag = Annotated[bool, typer.Option("--json", help="Print one machine-readable JSON document.")]
-DbFlag = Annotated[Optional[str], typer.Option("--database-url", help="PostgreSQL URL (default: BOUNDLOOP_DATABASE_URL, DATABASE_URL, or the local cluster).")]
-
-CriteriaOpt = Annotated[list[str], typer.Option("--criteria", "-c", help="An acceptance criterion (repeatable).")]
-ProfileOpt = Annotated[Optional[str], typer.Option("--profile", help="research_assistant | coding_assistant | support_agent | procurement_agent | sre_agent")]
-BudgetOpt = Annotated[list[str], typer.Option("--budget", "-b", help="Override a budget dimension, e.g. tool_calls=10 (repeatable).")]
-ModelOpt = Annotated[Optional[str], typer.Option("--model", help="OpenAI-compatible model name, or `scripted`.")]
-BaseUrlOpt = Annotated[Optional[str], typer.Option("--base-url", help="OpenAI-compatible endpoint.")]
-ScriptOpt = Annotated[Optional[Path], typer.Option("--script", help="Script for the scripted model.")]
-ConfigOpt = Annotated[Optional[Path], typer.Option("--config", help="JSON config file: model, base_url, api_key, servers, prices, model_apis, hosted_tools, tool_prices.")]
-WorkspaceOpt = Annotated[Optional[Path], typer.Option("--workspace", help="Root of the shipped workspace server (default: current directory).")]
-ServersOpt = Annotated[Optional[Path], typer.Option("--servers", help="MCP servers file in the mcpServers JSON shape.")]
-PolicyOpt = Annotated[Optional[Path], typer.Option("--policy", help="Permission rules file (JSON): {\"rules\": [{\"action\", \"server\", \"tool\", \"arguments\", \"id\"}]}.")]
-UnattendedOpt = Annotated[bool, typer.Option("--unattended", help="No human: every ask becomes deny; never waits.")]
-UserOpt = Annotated[Optional[str], typer.Option("--user", help="Tenant/user scope the run acts for (recorded in its trace; the default approver).")]
-ApprovalTimeoutOpt = Annotated[Optional[float], typer.Option("--approval-timeout", help="Seconds an approval may wait; later decisions count as rejections.")]
-"""The run options `run` and `submit` share."""
 
 
 @app.command()
@@ -195,7 +194,7 @@ def _approval(edit: str | None, respond: str | None, grant: list[str], answer: s
     if respond is not None:
         return {"decision": "respond", "result": respond, "approver": approver}
     if grant:
-        return {"decision": "approve", "grant": _budget_overrides(grant), "approver": approver}
+        return {"decision": "approve", "grant": budget_overrides(grant), "approver": approver}
     if answer is not None:
         return {"decision": "approve", "answer": answer, "approver": approver}
     return {"decision": "approve", "approver": approver}
@@ -209,13 +208,9 @@ def _parse_json(text: str, flag: str) -> Any:
 
 
 def _run(options: dict[str, Any]) -> None:
-    settings = _settings(options)
-    task = _task(options)
-    model_for(settings.model_dump(mode="json"))  # fail fast on a missing key or a bad script, before any run exists
-    if settings.policy:
-        load_policy(settings.policy)
-    if settings.servers:
-        load_servers(settings.servers)
+    settings = settings_from(options)
+    task = task_from(options)
+    check_usable(settings)
     _with_runner(
         options["database_url"],
         lambda runner: _drive(runner, runner.start(task, settings, thread_id=options["thread"], observe=_observer(options["as_json"])), options["as_json"]),
@@ -234,86 +229,6 @@ def _demo(as_json: bool, database_url: str | None) -> None:
     if not as_json:
         err.print(f"[dim]demo workspace: {workspace}[/dim]")
     _with_runner(database_url, lambda runner: _drive(runner, runner.start(task, settings, thread_id=thread, observe=_observer(as_json)), as_json), install=True)
-
-
-def _settings(options: dict[str, Any]) -> RunSettings:
-    values: dict[str, Any] = _read_json(options["config"], "config") if options["config"] else {}
-    if api_key := values.pop("api_key", None):
-        os.environ.setdefault("OPENAI_API_KEY", api_key)
-    chosen_model = options["model"] or values.get("model") or ("scripted" if options["script"] else os.environ.get("OPENAI_MODEL", "gpt-4o-mini"))
-    values.update(model=chosen_model, unattended=options["unattended"] or values.get("unattended", False))
-    if (timeout := options["approval_timeout"]) is not None:
-        if not math.isfinite(timeout) or timeout < 0:
-            raise ConfigError(f"--approval-timeout {timeout:g} is not a number of seconds, 0 or more; e.g. --approval-timeout 3600")
-        values["approval_timeout_s"] = timeout
-    for key in ("base_url", "script", "user"):
-        if options.get(key):
-            values[key] = str(options[key])
-    if options["servers"]:
-        values["servers"] = str(options["servers"].resolve())  # read when a server starts: its secrets never enter the run's state
-    elif isinstance(values.get("servers"), str):
-        values["servers"] = str((options["config"].parent / values["servers"]).resolve())
-    if isinstance(values.get("hosted_tools"), str):
-        values["hosted_tools"] = str((options["config"].parent / values["hosted_tools"]).resolve())
-    if options["policy"]:
-        values["policy"] = _read_json(options["policy"], "policy")
-    values["workspace_root"] = str((options["workspace"] or Path(values.get("workspace_root") or ".")).resolve())
-    try:
-        return RunSettings.model_validate(values)
-    except ValidationError as error:
-        raise ConfigError(f"config: {_first_error(error)}") from None
-
-
-def _task(options: dict[str, Any]) -> Task:
-    values: dict[str, Any] = _read_json(options["task_file"], "task") if options["task_file"] else {}
-    if options["goal"]:
-        values["goal"] = options["goal"]
-    if "goal" not in values:
-        raise ConfigError("no goal: pass the goal as an argument (boundloop run \"...\") or --task FILE")
-    if options["criteria"]:
-        values["acceptance_criteria"] = list(options["criteria"])
-    if options["output_schema"]:
-        values["output_schema"] = _read_json(options["output_schema"], "output schema")
-    if options["profile"]:
-        values["profile"] = options["profile"]
-    values["budget"] = {**values.get("budget", {}), **_budget_overrides(options["budget"])}
-    try:
-        return Task.model_validate(values)
-    except ValidationError as error:
-        raise ConfigError(f"task: {_first_error(error)}") from None
-
-
-def _budget_overrides(pairs: list[str]) -> dict[str, Any]:
-    overrides: dict[str, Any] = {}
-    for pair in pairs:
-        name, sep, value = pair.partition("=")
-        if not sep:
-            raise ConfigError(f"--budget {pair!r} is not NAME=VALUE; e.g. --budget tool_calls=10")
-        if value.strip().lower() == "none":
-            overrides[name.strip()] = None
-            continue
-        try:
-            number = json.loads(value)  # reads NaN and Infinity too: limit_problem refuses them
-        except json.JSONDecodeError:
-            number = value
-        if problem := limit_problem(name.strip(), number):
-            raise ConfigError(f"--budget {pair!r}: {problem} (e.g. --budget tool_calls=10)")
-        overrides[name.strip()] = number
-    return overrides
-
-
-def _read_json(path: Path, what: str) -> Any:
-    try:
-        return json.loads(path.read_text())
-    except FileNotFoundError:
-        raise ConfigError(f"{what} file {str(path)!r} not found") from None
-    except json.JSONDecodeError as error:
-        raise ConfigError(f"{what} file {str(path)!r} is not valid JSON (line {error.lineno}, column {error.colno}: {error.msg})") from None
-
-
-def _first_error(error: ValidationError) -> str:
-    first = error.errors()[0]
-    return f"{'.'.join(str(part) for part in first['loc']) or '(root)'}: {first['msg']}"
 
 
 def _observer(as_json: bool) -> Any:
