@@ -1,7 +1,10 @@
 """cli: the `boundloop` command — run, resume, list and inspect runs, and the offline demo.
 
 Every user error ends in one clear message and exit code 2, never a traceback. A run that stops
-on an error keeps its last checkpoint, and the message says how to resume it.
+on an error keeps its last checkpoint, and the message says how to resume it. A command that
+drives a run (`run`, `resume`, `approve`, `reject`, `demo`) exits with the code of where the run
+stands (graph/core/status.py: 0 success, 3 waiting for a human, 4 to 8 a failure family, 130 or
+143 halted by SIGINT or SIGTERM).
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from rich.markup import escape
 
 from boundloop.checkpoints.errors import CheckpointsError
 from boundloop.graph.core.errors import BoundloopError, ConfigError
+from boundloop.graph.core.status import Exit, exit_code
 from boundloop.graph.cli.options import (
     ApprovalTimeoutOpt,
     BaseUrlOpt,
@@ -236,6 +240,7 @@ def _observer(as_json: bool) -> Any:
 
 
 async def _drive(runner: Runner, started: Any, as_json: bool) -> None:
+    """Print where the run stands once it stops, and exit with its ending's code (graph/core/status.py)."""
     from boundloop.graph.cli.approvals import ask_decisions
 
     at_terminal = not as_json and sys.stdin.isatty()
@@ -246,6 +251,7 @@ async def _drive(runner: Runner, started: Any, as_json: bool) -> None:
         out.print_json(json.dumps(secrets.redact(_report_json(report)), default=str))
     else:
         render_report(out, report)
+    raise typer.Exit(exit_code(report.status, waiting=report.waiting))
 
 
 async def _decide(runner: Runner, run_id: str, call_id: str, decision: dict[str, Any], as_json: bool) -> None:
@@ -270,35 +276,43 @@ def _report_json(report: RunReport) -> dict[str, Any]:
 
 
 def _with_runner(database_url: str | None, body: Any, *, install: bool = False) -> None:
+    """Run `body(runner)`; a run halted by SIGINT or SIGTERM exits 128 + the signal's number,
+    whatever the body would have exited with."""
     # psycopg, its pool and the lease log every dropped connection and reconnect attempt; during an
     # outage that is a screenful on stderr. The runner rides the outage out or ends with one line.
     for noisy in ("psycopg", "boundloop.checkpoints.lease"):
         logging.getLogger(noisy).addHandler(logging.NullHandler())
+    received: list[int] = []
 
     async def main() -> None:
         async with Runner(database_url, install_postgres=install) as runner:
-            _stop_on_signals(runner)
+            _stop_on_signals(runner, received)
             await body(runner)
 
-    asyncio.run(main())
+    try:
+        asyncio.run(main())
+    except typer.Exit:
+        if not received:
+            raise
+    if received:
+        raise typer.Exit(128 + received[0])
 
 
-def _stop_on_signals(runner: Runner) -> None:
-    """Ctrl-C or SIGTERM: stop at the next safe point, resumable. A second Ctrl-C exits at once;
-    every step already saved stays saved, and the ledger reconciles a call cut off mid-flight."""
+def _stop_on_signals(runner: Runner, received: list[int]) -> None:
+    """Ctrl-C or SIGTERM: halt now, resumable (the call in flight is cancelled). A second signal
+    exits at once; every step already saved stays saved, and the ledger reconciles a call cut off
+    mid-flight. `received` collects the signals' numbers."""
     loop = asyncio.get_running_loop()
-    received = 0
 
-    def on_signal() -> None:
-        nonlocal received
-        received += 1
-        if received > 1:
-            os._exit(130)
-        err.print("[yellow]stopping at the next safe point: the call in flight is cancelled, saved steps stay saved; press Ctrl-C again to exit at once[/yellow]")
+    def on_signal(signum: int) -> None:
+        received.append(signum)
+        if len(received) > 1:
+            os._exit(128 + received[0])
+        err.print("[yellow]halting: the call in flight is cancelled, saved steps stay saved; press Ctrl-C again to exit at once[/yellow]")
         runner.cancel()
 
     for signum in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(signum, on_signal)
+        loop.add_signal_handler(signum, on_signal, signum)
 
 
 def _guarded(action: Any) -> None:
@@ -306,14 +320,14 @@ def _guarded(action: Any) -> None:
         action()
     except (BoundloopError, CheckpointsError, ToolsError) as error:
         err.print(f"[bold red]error:[/bold red] {escape(secrets.redact(str(error)))}", highlight=False)
-        raise typer.Exit(2) from None
+        raise typer.Exit(Exit.BAD_INPUT) from None
     except (psycopg.OperationalError, PoolTimeout) as error:  # outside a drive: nothing was in flight
         reason = " ".join(secrets.redact(str(error)).split())[:300]
         err.print(f"[bold red]error:[/bold red] database connection lost ({escape(reason)}); nothing was changed: retry when the database is back", highlight=False)
-        raise typer.Exit(2) from None
+        raise typer.Exit(Exit.BAD_INPUT) from None
     except KeyboardInterrupt:
         err.print("[yellow]interrupted; the run keeps its last checkpoint: continue with `boundloop resume RUN`[/yellow]")
-        raise typer.Exit(130) from None
+        raise typer.Exit(Exit.SIGINT) from None
 
 
 import boundloop.graph.cli.workers  # noqa: E402,F401  (registers `submit` and `worker` on `app`)
