@@ -20,6 +20,7 @@ from boundloop.graph.core.status import EXIT_OF, Exit, Terminal, exit_code
 from tests.evals.test_eval_command import SUITE
 from tests.graph.conftest import CRITIC_PASS, PLAN_ONE_STEP, step
 from tests.graph.test_cli import BOUNDLOOP, _crash_task, _env, _run_args, _wait_for_node, boundloop
+from tests.graph.test_server_requests import ASK, _servers
 
 WRITE = {"name": "workspace__write_file", "args": {"path": "out.md", "content": "result\n"}}
 PLAN_WRITE = {"content": {"steps": [{"id": "s1", "description": "write out.md", "tools": ["workspace__write_file"]}], "blocked": None},
@@ -97,6 +98,25 @@ def test_reject_and_approve_exit_with_the_ending_the_decision_leads_to(db_url, t
     assert (json.loads(rejected.stdout)["status"], rejected.returncode) == (Terminal.PERMISSION_DENIED, Exit.PERMISSION), rejected.stderr
     approved = boundloop("approve", "approved", request["call_id"], *common)
     assert (json.loads(approved.stdout)["status"], approved.returncode) == (Terminal.SUCCESS, Exit.SUCCESS), approved.stderr
+
+
+def test_each_refused_answer_says_how_many_are_left_and_the_last_exits_with_the_ending(db_url, tmp_path):
+    servers, script = tmp_path / "servers.json", tmp_path / "script.json"
+    servers.write_text(json.dumps(_servers(sampling=False)))
+    roles = {"planner": [PLAN_ONE_STEP], "actor": [step(calls=ASK), step("no colour was given")], "critic": [CRITIC_PASS]}
+    script.write_text(json.dumps({"model_id": "scripted-exit", "roles": roles}))
+    common = ["--json", "--database-url", db_url]
+    stopped = boundloop("run", "Ask the server", "--model", "scripted", "--script", str(script), "--servers", str(servers),
+                        "--workspace", str(tmp_path), "--thread", "asked", *common)
+    assert stopped.returncode == Exit.WAITING, stopped.stderr
+    [question] = [item["value"] for item in json.loads(stopped.stdout)["interrupts"]]
+
+    answers = [boundloop("approve", "asked", question["call_id"], "--answer", '{"count": 0}', *common) for _ in range(3)]
+    assert [answer.returncode for answer in answers[:2]] == [Exit.BAD_INPUT, Exit.BAD_INPUT]
+    assert "(2 more answers taken; if all are refused, the question is cancelled)" in answers[0].stderr
+    assert "(1 more answer taken; if it is refused, the question is cancelled)" in answers[1].stderr
+    last = json.loads(answers[2].stdout)
+    assert answers[2].returncode == exit_code(last["status"], waiting=bool(last["interrupts"])), answers[2].stderr
 
 
 @pytest.mark.parametrize(("signum", "code"), [(signal.SIGTERM, Exit.SIGTERM), (signal.SIGINT, Exit.SIGINT)])
