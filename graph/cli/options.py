@@ -44,7 +44,9 @@ def settings_from(options: dict[str, Any]) -> RunSettings:
     """The run's settings from the shared options (a `--config` file first, flags over it)."""
     values: dict[str, Any] = read_json(options["config"], "config") if options["config"] else {}
     if api_key := values.pop("api_key", None):
-        os.environ.setdefault("OPENAI_API_KEY", api_key)
+        if not os.environ.get("OPENAI_API_KEY"):
+            values["api_key_file"] = str(options["config"].resolve())  # the key stays in its file; the run keeps the path
+        os.environ.setdefault("OPENAI_API_KEY", api_key)  # also masks it wherever this process's output could quote it
     chosen_model = options["model"] or values.get("model") or ("scripted" if options["script"] else os.environ.get("OPENAI_MODEL", "gpt-4o-mini"))
     values.update(model=chosen_model, unattended=options["unattended"] or values.get("unattended", False))
     if (timeout := options["approval_timeout"]) is not None:
