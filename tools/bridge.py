@@ -56,6 +56,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.types import CONNECTION_CLOSED, REQUEST_TIMEOUT, CallToolResult, Implementation, Tool
 from pydantic import ValidationError
 
+from boundloop.checkpoints.cluster import state_dir
 from boundloop.graph.core import deadline
 from boundloop.tools.client_features import ClientFeatures, forget_call
 from boundloop.tools.config import ServerConfig
@@ -119,7 +120,7 @@ class MCPBridge:
         shared: SharedSessions | None = None,
     ) -> None:
         self._id = uuid.uuid4().hex[:8]
-        self._log_dir = log_dir or Path.cwd() / ".boundloop" / "logs"
+        self._log_dir = log_dir or state_dir() / "logs"
         self._close_timeout_s = close_timeout_s
         self.redactor = Redactor.for_servers(servers.values())
         """Masks the servers' secrets (and the environment's) in everything the bridge returns or logs."""

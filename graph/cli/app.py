@@ -26,6 +26,7 @@ from psycopg_pool import PoolTimeout
 from rich.console import Console
 from rich.markup import escape
 
+from boundloop.checkpoints.cluster import state_dir
 from boundloop.checkpoints.errors import CheckpointsError
 from boundloop.graph.core.errors import BoundloopError, ConfigError
 from boundloop.graph.core.status import Exit, exit_code
@@ -224,7 +225,7 @@ def _run(options: dict[str, Any]) -> None:
 def _demo(as_json: bool, database_url: str | None) -> None:
     bundled = resources.files("boundloop.graph") / "scripts"
     thread = f"demo-{uuid.uuid4().hex[:8]}"
-    workspace = Path(os.environ.get("BOUNDLOOP_HOME", ".boundloop")) / "workspaces" / thread
+    workspace = state_dir() / "workspaces" / thread
     for name, content in json.loads((bundled / "demo.workspace.json").read_text()).items():
         (workspace / name).parent.mkdir(parents=True, exist_ok=True)
         (workspace / name).write_text(content)
