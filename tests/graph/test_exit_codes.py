@@ -6,6 +6,8 @@ SIGINT and SIGTERM."""
 from __future__ import annotations
 
 import json
+import re
+import shlex
 import signal
 import subprocess
 import sys
@@ -111,10 +113,19 @@ def test_each_refused_answer_says_how_many_are_left_and_the_last_exits_with_the_
     assert stopped.returncode == Exit.WAITING, stopped.stderr
     [question] = [item["value"] for item in json.loads(stopped.stdout)["interrupts"]]
 
-    answers = [boundloop("approve", "asked", question["call_id"], "--answer", '{"count": 0}', *common) for _ in range(3)]
-    assert [answer.returncode for answer in answers[:2]] == [Exit.BAD_INPUT, Exit.BAD_INPUT]
-    assert "(2 more answers taken; if all are refused, the question is cancelled)" in answers[0].stderr
-    assert "(1 more answer taken; if it is refused, the question is cancelled)" in answers[1].stderr
+    def answer() -> subprocess.CompletedProcess[str]:
+        return boundloop("approve", "asked", question["call_id"], "--answer", '{"count": 0}', *common)
+
+    first = answer()
+    assert first.returncode == Exit.BAD_INPUT
+    assert "(2 more answers taken; if all are refused, the question is cancelled)" in first.stderr
+    [typed] = re.findall(r"`(boundloop pending)`", first.stderr)  # the refusal's hint, as printed
+    listed = boundloop(*shlex.split(typed)[1:], "--json", "--database-url", db_url)
+    assert question["call_id"] in [row["call_id"] for row in json.loads(listed.stdout)]
+    second = answer()
+    assert second.returncode == Exit.BAD_INPUT
+    assert "(1 more answer taken; if it is refused, the question is cancelled)" in second.stderr
+    answers = [first, second, answer()]
     last = json.loads(answers[2].stdout)
     assert answers[2].returncode == exit_code(last["status"], waiting=bool(last["interrupts"])), answers[2].stderr
 
@@ -122,7 +133,7 @@ def test_each_refused_answer_says_how_many_are_left_and_the_last_exits_with_the_
 @pytest.mark.parametrize(("signum", "code"), [(signal.SIGTERM, Exit.SIGTERM), (signal.SIGINT, Exit.SIGINT)])
 def test_a_signal_halts_the_run_at_once_and_exits_128_plus_its_number(db_url, tmp_path, signum, code):
     """Sent while a 60 s tool call runs: the call is cancelled, the run recorded USER_CANCEL, the
-    process gone within seconds; `resume` then finishes the run (0)."""
+    process gone within seconds; the `boundloop resume` its halt record names then finishes the run (0)."""
     _, servers, script = _crash_task(tmp_path, "halted", slow_s=60)
     process = subprocess.Popen([BOUNDLOOP, *_run_args(servers, script, "halted", db_url)], env=_env(),
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -133,12 +144,14 @@ def test_a_signal_halts_the_run_at_once_and_exits_128_plus_its_number(db_url, tm
     stdout, stderr = process.communicate(timeout=60)
     assert process.returncode == code, stderr
     assert time.monotonic() - sent < 15
-    assert json.loads(stdout)["status"] == Terminal.USER_CANCEL
+    halted = json.loads(stdout)
+    assert halted["status"] == Terminal.USER_CANCEL
     with psycopg.connect(db_url) as conn:
         [(status,)] = conn.execute("SELECT status FROM boundloop_runs WHERE thread_id = 'halted'").fetchall()
     assert status == Terminal.USER_CANCEL
 
-    resumed = boundloop("resume", "halted", "--json", "--database-url", db_url)
+    [typed] = re.findall(r"`(boundloop resume [^`]+)`", halted["result"]["next_safe_action"])  # the halt's hint, as printed
+    resumed = boundloop(*shlex.split(typed)[1:], "--json", "--database-url", db_url)
     assert (json.loads(resumed.stdout)["status"], resumed.returncode) == (Terminal.SUCCESS, Exit.SUCCESS), resumed.stderr
 
 

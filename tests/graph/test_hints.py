@@ -126,3 +126,13 @@ def test_a_run_without_a_key_is_told_how_to_run_offline_and_that_runs(db_url, tm
     ran = boundloop("run", "Summarize notes.md", *typed, "--workspace", str(_workspace(tmp_path)), "--json", "--database-url", db_url,
                     env=_env())
     assert (_ending(ran)["status"], ran.returncode) == (Terminal.SUCCESS, Exit.SUCCESS), ran.stderr
+
+
+def test_an_unknown_run_is_told_to_list_runs_and_that_lists_them(db_url, tmp_path):
+    roles = {"planner": [PLAN_ONE_STEP], "actor": [step("Ana publishes the notes.")], "critic": [CRITIC_PASS]}
+    boundloop(*_scripted(tmp_path, db_url, "known", roles))
+    unknown = boundloop("show", "run-nope", "--database-url", db_url)
+    assert unknown.returncode == Exit.BAD_INPUT
+    [typed] = re.findall(r"`(boundloop runs)`", unknown.stderr)
+    listed = boundloop(*shlex.split(typed)[1:], "--json", "--database-url", db_url)
+    assert [row["thread_id"] for row in json.loads(listed.stdout)] == ["known"]
