@@ -30,6 +30,7 @@ from boundloop.checkpoints.cluster import state_dir
 from boundloop.checkpoints.errors import CheckpointsError
 from boundloop.graph.core.errors import BoundloopError, ConfigError
 from boundloop.graph.core.status import Exit, exit_code
+from boundloop.graph.models.catalog import model_for
 from boundloop.graph.cli.options import (
     ApprovalTimeoutOpt,
     BaseUrlOpt,
@@ -60,7 +61,6 @@ from boundloop.tools.errors import ToolsError
 app = typer.Typer(help="boundloop: a bounded, durable, permissioned agent loop.", no_args_is_help=True, add_completion=False)
 err = Console(stderr=True, soft_wrap=True)
 out = Console(soft_wrap=True)
-
 
 
 @app.command()
@@ -103,7 +103,11 @@ def resume(
     database_url: DbFlag = None,
 ) -> None:
     """Continue a run from its last checkpoint (after a crash, a kill, or a decision made elsewhere)."""
-    _guarded(lambda: _with_runner(database_url, lambda runner: _drive(runner, runner.resume(run_id, observe=_observer(as_json)), as_json)))
+    async def body(runner: Runner) -> None:
+        await _model_usable(runner, run_id)
+        await _drive(runner, runner.resume(run_id, observe=_observer(as_json)), as_json)
+
+    _guarded(lambda: _with_runner(database_url, body))
 
 
 @app.command()
@@ -259,8 +263,15 @@ async def _decide(runner: Runner, run_id: str, call_id: str, decision: dict[str,
     """Apply a decision here, or, for a run the worker pool drives, queue its continuation for a worker."""
     from boundloop.graph.cli.workers import queue_decision
 
+    await _model_usable(runner, run_id)
     if not await queue_decision(runner, run_id, call_id, decision, as_json):
         await _drive(runner, runner.decide(run_id, call_id, decision, observe=_observer(as_json)), as_json)
+
+
+async def _model_usable(runner: Runner, run_id: str) -> None:
+    """Refuse before a decision is used or a step runs when the run's model cannot be built here
+    (its key file gone, say): the run keeps waiting, nothing is spent."""
+    model_for((await runner.report(run_id)).values.get("settings") or {})
 
 
 def _report_json(report: RunReport) -> dict[str, Any]:

@@ -74,3 +74,27 @@ def test_a_run_stopped_by_its_provider_resumes_with_its_config_key_as_the_hint_s
         assert (json.loads(resumed.stdout)["status"], resumed.returncode) == (Terminal.SUCCESS, Exit.SUCCESS), resumed.stderr
         assert all(_keyed_since(fake, before))
     assert leaks(db_url, [KEY]) == []
+
+
+def test_a_decision_is_refused_before_it_is_used_when_the_key_file_is_gone(db_url, tmp_path):
+    """Nothing is spent: the run still waits, and once the file is back the same decision works."""
+    policy = tmp_path / "policy.json"
+    policy.write_text(json.dumps(ASK_READS))
+    common = ["--json", "--database-url", db_url]
+    with FakeOpenAI() as fake:
+        config = _config(tmp_path, fake)
+        waiting = _start(tmp_path, db_url, config, "keyless", "--policy", str(policy))
+        [request] = [item["value"] for item in json.loads(waiting.stdout)["interrupts"]]
+        config.rename(tmp_path / "moved.json")
+
+        refused = boundloop("approve", "keyless", request["call_id"], *common)
+        assert refused.returncode == Exit.BAD_INPUT
+        assert [line for line in refused.stderr.splitlines() if line.strip()] == [
+            f"error: the run's model key is read from {str(config)!r}, which cannot be read now (FileNotFoundError); "
+            "restore that file (an `api_key` in a JSON object) and resume the run"]
+        pending = json.loads(boundloop("pending", "keyless", *common).stdout)
+        assert [row["call_id"] for row in pending] == [request["call_id"]]
+
+        (tmp_path / "moved.json").rename(config)
+        approved = boundloop("approve", "keyless", request["call_id"], *common)
+        assert (json.loads(approved.stdout)["status"], approved.returncode) == (Terminal.SUCCESS, Exit.SUCCESS), approved.stderr
