@@ -10,7 +10,7 @@ LangGraph's checkpointer on it, and our own tables (runs, trace, payloads, ledge
         graph = builder.compile(checkpointer=saver)
 """
 
-from boundloop.checkpoints.cluster import ClusterStatus, LocalCluster, default_data_dir
+from boundloop.checkpoints.cluster import ClusterStatus, LocalCluster, default_data_dir, state_dir
 from boundloop.checkpoints.errors import (
     CheckpointsError,
     ClusterStartFailed,
@@ -63,6 +63,7 @@ __all__ = [
     "append_trace",
     "database_url",
     "default_data_dir",
+    "state_dir",
     "get_ledger_entry",
     "get_payload",
     "get_run",

@@ -37,14 +37,20 @@ _WAIT = ("-w", "-t", "60")  # pg_ctl: wait for the server, at most 60 s
 _PORT_LINE = re.compile(r"^port = (\d+)$", re.MULTILINE)
 
 
-def default_data_dir() -> Path:
-    """`$BOUNDLOOP_HOME/pgdata`; without BOUNDLOOP_HOME, `runas.ROOT_DATA_DIR` for root and
-    `~/.local/share/boundloop/pgdata` for everyone else."""
+def state_dir() -> Path:
+    """Where boundloop keeps what it writes on this machine (the cluster, MCP server logs, the
+    demo's workspaces): `$BOUNDLOOP_HOME`; without it, `runas.ROOT_DATA_DIR`'s parent for root and
+    `~/.local/share/boundloop` for everyone else. Never the current directory."""
     if home := os.environ.get("BOUNDLOOP_HOME"):
-        return Path(home).expanduser() / "pgdata"
+        return Path(home).expanduser()
     if os.geteuid() == 0:
-        return runas.ROOT_DATA_DIR
-    return Path.home() / ".local" / "share" / "boundloop" / "pgdata"
+        return runas.ROOT_DATA_DIR.parent
+    return Path.home() / ".local" / "share" / "boundloop"
+
+
+def default_data_dir() -> Path:
+    """`pgdata` in the state directory (`state_dir`)."""
+    return state_dir() / "pgdata"
 
 
 @dataclass(frozen=True)

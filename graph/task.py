@@ -127,6 +127,10 @@ class RunSettings(BaseModel):
     """`scripted` for the offline scripted model, or an OpenAI-compatible model name (e.g. gpt-4o-mini)."""
     base_url: str | None = None
     """OpenAI-compatible endpoint; default from OPENAI_BASE_URL or the provider's."""
+    api_key_file: str | None = None
+    """Absolute path of a JSON file whose `api_key` is the model's key (the CLI's --config file),
+    read each time the model is built: a resumed run, in any process, uses the key it started with,
+    and the key itself is never stored with the run. None: OPENAI_API_KEY."""
     script: str | None = None
     """Path of the scripted model's JSON script (required when model is `scripted`)."""
     servers: Annotated[dict[str, Any] | str, WithJsonSchema(servers_schema())] | None = None
@@ -199,6 +203,13 @@ class RunSettings(BaseModel):
                 "variable, or put the servers in a file and pass its path (--servers FILE)"
             )
         return servers
+
+    @field_validator("api_key_file")
+    @classmethod
+    def _key_file_is_absolute(cls, path: str | None) -> str | None:
+        if path is not None and not Path(path).is_absolute():
+            raise ValueError(f"api key file {path!r} is not an absolute path; the run may resume in another directory, so give the full path")
+        return path
 
     @field_validator("hosted_tools")
     @classmethod

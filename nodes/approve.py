@@ -94,8 +94,8 @@ async def _decision(request: dict[str, Any], call: dict[str, Any], pool: Any, ru
     """Ask until a decision fits the request (at most MAX_ASKS times), then use it once. A decision
     that names no approver is recorded as the run's user's."""
     refusal = None
-    for _ in range(MAX_ASKS):
-        asked = request if refusal is None else {**request, "refused": refusal}
+    for asked_before in range(MAX_ASKS):
+        asked = request if refusal is None else {**request, "refused": refusal, "asks_left": MAX_ASKS - asked_before}
         decision = ApprovalDecision.model_validate(interrupt(asked, response_schema=ApprovalDecision))
         decision.approver = decision.approver or user
         refusal = _binding_problem(decision, call)

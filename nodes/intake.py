@@ -84,7 +84,7 @@ async def intake(state: LoopState, runtime: Runtime[RunSettings], services: Serv
         ),
     }
     if budget.cost_usd is not None and price_of(settings_json, model) is None:
-        exhaustion = Exhaustion("cost_usd", 0, 0, Terminal.BUDGET_EXHAUSTED)
+        exhaustion = Exhaustion("cost_usd", 0, budget.cost_usd, Terminal.BUDGET_EXHAUSTED, unpriced=True, model=model)
         update["ending"] = ending(
             Terminal.BUDGET_EXHAUSTED, f"budget.cost_usd cannot be computed: no price for model {model!r}.", exhaustion.next_safe_action,
             dimension="cost_usd",

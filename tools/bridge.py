@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 
+from boundloop.checkpoints.cluster import state_dir
 from boundloop.tools.client_features import ClientFeatures
 from boundloop.tools.config import ServerConfig
 from boundloop.tools.errors import BridgeError, UnknownServerError
@@ -74,7 +75,7 @@ class MCPBridge:
         shared: SharedSessions | None = None,
     ) -> None:
         self._id = uuid.uuid4().hex[:8]
-        self._log_dir = log_dir or Path.cwd() / ".boundloop" / "logs"
+        self._log_dir = log_dir or state_dir() / "logs"
         self._close_timeout_s = close_timeout_s
         self.redactor = Redactor.for_servers(servers.values())
         """Masks the servers' secrets (and the environment's) in everything the bridge returns or logs."""

@@ -98,8 +98,9 @@ class Questions:
     async def _ask(self, request: dict[str, Any]) -> dict[str, Any]:
         """Interrupt until an answer fits the question's schema (at most MAX_ANSWERS times)."""
         problem = None
-        for _ in range(MAX_ANSWERS):
-            raw = interrupt(request if problem is None else {**request, "refused": problem}, response_schema=ElicitationAnswer)
+        for asked_before in range(MAX_ANSWERS):
+            asked = request if problem is None else {**request, "refused": problem, "asks_left": MAX_ANSWERS - asked_before}
+            raw = interrupt(asked, response_schema=ElicitationAnswer)
             try:
                 answer = ElicitationAnswer.model_validate(raw)
             except ValidationError as error:

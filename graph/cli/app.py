@@ -1,7 +1,10 @@
 """cli: the `boundloop` command — run, resume, list and inspect runs, and the offline demo.
 
 Every user error ends in one clear message and exit code 2, never a traceback. A run that stops
-on an error keeps its last checkpoint, and the message says how to resume it.
+on an error keeps its last checkpoint, and the message says how to resume it. A command that
+drives a run (`run`, `resume`, `approve`, `reject`, `demo`) exits with the code of where the run
+stands (graph/core/status.py: 0 success, 3 waiting for a human, 4 to 8 a failure family, 130 or
+143 halted by SIGINT or SIGTERM).
 """
 
 from __future__ import annotations
@@ -9,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import math
 import os
 import signal
 import sys
@@ -21,42 +23,44 @@ from typing import Annotated, Any, Optional
 import psycopg
 import typer
 from psycopg_pool import PoolTimeout
-from pydantic import ValidationError
 from rich.console import Console
 from rich.markup import escape
 
+from boundloop.checkpoints.cluster import state_dir
 from boundloop.checkpoints.errors import CheckpointsError
 from boundloop.graph.core.errors import BoundloopError, ConfigError
+from boundloop.graph.core.status import Exit, exit_code
 from boundloop.graph.models.catalog import model_for
+from boundloop.graph.cli.options import (
+    ApprovalTimeoutOpt,
+    BaseUrlOpt,
+    BudgetOpt,
+    ConfigOpt,
+    CriteriaOpt,
+    DbFlag,
+    JsonFlag,
+    ModelOpt,
+    PolicyOpt,
+    ProfileOpt,
+    ScriptOpt,
+    ServersOpt,
+    UnattendedOpt,
+    UserOpt,
+    WorkspaceOpt,
+    budget_overrides,
+    check_usable,
+    settings_from,
+    task_from,
+)
 from boundloop.graph.cli.progress import Progress, render_pending, render_report, render_runs, render_trace
 from boundloop.graph.run.runner import RunReport, Runner
-from boundloop.graph.task import RunSettings, Task, limit_problem
+from boundloop.graph.task import RunSettings, Task
 from boundloop.tools import secrets
 from boundloop.tools.errors import ToolsError
-from boundloop.tools.config import load_servers
-from boundloop.tools.policy import load_policy
 
 app = typer.Typer(help="boundloop: a bounded, durable, permissioned agent loop.", no_args_is_help=True, add_completion=False)
 err = Console(stderr=True, soft_wrap=True)
 out = Console(soft_wrap=True)
-
-JsonFlag = Annotated[bool, typer.Option("--json", help="Print one machine-readable JSON document.")]
-DbFlag = Annotated[Optional[str], typer.Option("--database-url", help="PostgreSQL URL (default: BOUNDLOOP_DATABASE_URL, DATABASE_URL, or the local cluster).")]
-
-CriteriaOpt = Annotated[list[str], typer.Option("--criteria", "-c", help="An acceptance criterion (repeatable).")]
-ProfileOpt = Annotated[Optional[str], typer.Option("--profile", help="research_assistant | coding_assistant | support_agent | procurement_agent | sre_agent")]
-BudgetOpt = Annotated[list[str], typer.Option("--budget", "-b", help="Override a budget dimension, e.g. tool_calls=10 (repeatable).")]
-ModelOpt = Annotated[Optional[str], typer.Option("--model", help="OpenAI-compatible model name, or `scripted`.")]
-BaseUrlOpt = Annotated[Optional[str], typer.Option("--base-url", help="OpenAI-compatible endpoint.")]
-ScriptOpt = Annotated[Optional[Path], typer.Option("--script", help="Script for the scripted model.")]
-ConfigOpt = Annotated[Optional[Path], typer.Option("--config", help="JSON config file: model, base_url, api_key, servers, prices, model_apis, hosted_tools, tool_prices.")]
-WorkspaceOpt = Annotated[Optional[Path], typer.Option("--workspace", help="Root of the shipped workspace server (default: current directory).")]
-ServersOpt = Annotated[Optional[Path], typer.Option("--servers", help="MCP servers file in the mcpServers JSON shape.")]
-PolicyOpt = Annotated[Optional[Path], typer.Option("--policy", help="Permission rules file (JSON): {\"rules\": [{\"action\", \"server\", \"tool\", \"arguments\", \"id\"}]}.")]
-UnattendedOpt = Annotated[bool, typer.Option("--unattended", help="No human: every ask becomes deny; never waits.")]
-UserOpt = Annotated[Optional[str], typer.Option("--user", help="Tenant/user scope the run acts for (recorded in its trace; the default approver).")]
-ApprovalTimeoutOpt = Annotated[Optional[float], typer.Option("--approval-timeout", help="Seconds an approval may wait; later decisions count as rejections.")]
-"""The run options `run` and `submit` share."""
 
 
 @app.command()
@@ -99,7 +103,11 @@ def resume(
     database_url: DbFlag = None,
 ) -> None:
     """Continue a run from its last checkpoint (after a crash, a kill, or a decision made elsewhere)."""
-    _guarded(lambda: _with_runner(database_url, lambda runner: _drive(runner, runner.resume(run_id, observe=_observer(as_json)), as_json)))
+    async def body(runner: Runner) -> None:
+        await _model_usable(runner, run_id)
+        await _drive(runner, runner.resume(run_id, observe=_observer(as_json)), as_json)
+
+    _guarded(lambda: _with_runner(database_url, body))
 
 
 @app.command()
@@ -195,7 +203,7 @@ def _approval(edit: str | None, respond: str | None, grant: list[str], answer: s
     if respond is not None:
         return {"decision": "respond", "result": respond, "approver": approver}
     if grant:
-        return {"decision": "approve", "grant": _budget_overrides(grant), "approver": approver}
+        return {"decision": "approve", "grant": budget_overrides(grant), "approver": approver}
     if answer is not None:
         return {"decision": "approve", "answer": answer, "approver": approver}
     return {"decision": "approve", "approver": approver}
@@ -209,13 +217,9 @@ def _parse_json(text: str, flag: str) -> Any:
 
 
 def _run(options: dict[str, Any]) -> None:
-    settings = _settings(options)
-    task = _task(options)
-    model_for(settings.model_dump(mode="json"))  # fail fast on a missing key or a bad script, before any run exists
-    if settings.policy:
-        load_policy(settings.policy)
-    if settings.servers:
-        load_servers(settings.servers)
+    settings = settings_from(options)
+    task = task_from(options)
+    check_usable(settings)
     _with_runner(
         options["database_url"],
         lambda runner: _drive(runner, runner.start(task, settings, thread_id=options["thread"], observe=_observer(options["as_json"])), options["as_json"]),
@@ -225,7 +229,7 @@ def _run(options: dict[str, Any]) -> None:
 def _demo(as_json: bool, database_url: str | None) -> None:
     bundled = resources.files("boundloop.graph") / "scripts"
     thread = f"demo-{uuid.uuid4().hex[:8]}"
-    workspace = Path(os.environ.get("BOUNDLOOP_HOME", ".boundloop")) / "workspaces" / thread
+    workspace = state_dir() / "workspaces" / thread
     for name, content in json.loads((bundled / "demo.workspace.json").read_text()).items():
         (workspace / name).parent.mkdir(parents=True, exist_ok=True)
         (workspace / name).write_text(content)
@@ -236,91 +240,12 @@ def _demo(as_json: bool, database_url: str | None) -> None:
     _with_runner(database_url, lambda runner: _drive(runner, runner.start(task, settings, thread_id=thread, observe=_observer(as_json)), as_json), install=True)
 
 
-def _settings(options: dict[str, Any]) -> RunSettings:
-    values: dict[str, Any] = _read_json(options["config"], "config") if options["config"] else {}
-    if api_key := values.pop("api_key", None):
-        os.environ.setdefault("OPENAI_API_KEY", api_key)
-    chosen_model = options["model"] or values.get("model") or ("scripted" if options["script"] else os.environ.get("OPENAI_MODEL", "gpt-4o-mini"))
-    values.update(model=chosen_model, unattended=options["unattended"] or values.get("unattended", False))
-    if (timeout := options["approval_timeout"]) is not None:
-        if not math.isfinite(timeout) or timeout < 0:
-            raise ConfigError(f"--approval-timeout {timeout:g} is not a number of seconds, 0 or more; e.g. --approval-timeout 3600")
-        values["approval_timeout_s"] = timeout
-    for key in ("base_url", "script", "user"):
-        if options.get(key):
-            values[key] = str(options[key])
-    if options["servers"]:
-        values["servers"] = str(options["servers"].resolve())  # read when a server starts: its secrets never enter the run's state
-    elif isinstance(values.get("servers"), str):
-        values["servers"] = str((options["config"].parent / values["servers"]).resolve())
-    if isinstance(values.get("hosted_tools"), str):
-        values["hosted_tools"] = str((options["config"].parent / values["hosted_tools"]).resolve())
-    if options["policy"]:
-        values["policy"] = _read_json(options["policy"], "policy")
-    values["workspace_root"] = str((options["workspace"] or Path(values.get("workspace_root") or ".")).resolve())
-    try:
-        return RunSettings.model_validate(values)
-    except ValidationError as error:
-        raise ConfigError(f"config: {_first_error(error)}") from None
-
-
-def _task(options: dict[str, Any]) -> Task:
-    values: dict[str, Any] = _read_json(options["task_file"], "task") if options["task_file"] else {}
-    if options["goal"]:
-        values["goal"] = options["goal"]
-    if "goal" not in values:
-        raise ConfigError("no goal: pass the goal as an argument (boundloop run \"...\") or --task FILE")
-    if options["criteria"]:
-        values["acceptance_criteria"] = list(options["criteria"])
-    if options["output_schema"]:
-        values["output_schema"] = _read_json(options["output_schema"], "output schema")
-    if options["profile"]:
-        values["profile"] = options["profile"]
-    values["budget"] = {**values.get("budget", {}), **_budget_overrides(options["budget"])}
-    try:
-        return Task.model_validate(values)
-    except ValidationError as error:
-        raise ConfigError(f"task: {_first_error(error)}") from None
-
-
-def _budget_overrides(pairs: list[str]) -> dict[str, Any]:
-    overrides: dict[str, Any] = {}
-    for pair in pairs:
-        name, sep, value = pair.partition("=")
-        if not sep:
-            raise ConfigError(f"--budget {pair!r} is not NAME=VALUE; e.g. --budget tool_calls=10")
-        if value.strip().lower() == "none":
-            overrides[name.strip()] = None
-            continue
-        try:
-            number = json.loads(value)  # reads NaN and Infinity too: limit_problem refuses them
-        except json.JSONDecodeError:
-            number = value
-        if problem := limit_problem(name.strip(), number):
-            raise ConfigError(f"--budget {pair!r}: {problem} (e.g. --budget tool_calls=10)")
-        overrides[name.strip()] = number
-    return overrides
-
-
-def _read_json(path: Path, what: str) -> Any:
-    try:
-        return json.loads(path.read_text())
-    except FileNotFoundError:
-        raise ConfigError(f"{what} file {str(path)!r} not found") from None
-    except json.JSONDecodeError as error:
-        raise ConfigError(f"{what} file {str(path)!r} is not valid JSON (line {error.lineno}, column {error.colno}: {error.msg})") from None
-
-
-def _first_error(error: ValidationError) -> str:
-    first = error.errors()[0]
-    return f"{'.'.join(str(part) for part in first['loc']) or '(root)'}: {first['msg']}"
-
-
 def _observer(as_json: bool) -> Any:
     return None if as_json else Progress(err)
 
 
 async def _drive(runner: Runner, started: Any, as_json: bool) -> None:
+    """Print where the run stands once it stops, and exit with its ending's code (graph/core/status.py)."""
     from boundloop.graph.cli.approvals import ask_decisions
 
     at_terminal = not as_json and sys.stdin.isatty()
@@ -331,14 +256,22 @@ async def _drive(runner: Runner, started: Any, as_json: bool) -> None:
         out.print_json(json.dumps(secrets.redact(_report_json(report)), default=str))
     else:
         render_report(out, report)
+    raise typer.Exit(exit_code(report.status, waiting=report.waiting))
 
 
 async def _decide(runner: Runner, run_id: str, call_id: str, decision: dict[str, Any], as_json: bool) -> None:
     """Apply a decision here, or, for a run the worker pool drives, queue its continuation for a worker."""
     from boundloop.graph.cli.workers import queue_decision
 
+    await _model_usable(runner, run_id)
     if not await queue_decision(runner, run_id, call_id, decision, as_json):
         await _drive(runner, runner.decide(run_id, call_id, decision, observe=_observer(as_json)), as_json)
+
+
+async def _model_usable(runner: Runner, run_id: str) -> None:
+    """Refuse before a decision is used or a step runs when the run's model cannot be built here
+    (its key file gone, say): the run keeps waiting, nothing is spent."""
+    model_for((await runner.report(run_id)).values.get("settings") or {})
 
 
 def _report_json(report: RunReport) -> dict[str, Any]:
@@ -355,35 +288,43 @@ def _report_json(report: RunReport) -> dict[str, Any]:
 
 
 def _with_runner(database_url: str | None, body: Any, *, install: bool = False) -> None:
+    """Run `body(runner)`; a run halted by SIGINT or SIGTERM exits 128 + the signal's number,
+    whatever the body would have exited with."""
     # psycopg, its pool and the lease log every dropped connection and reconnect attempt; during an
     # outage that is a screenful on stderr. The runner rides the outage out or ends with one line.
     for noisy in ("psycopg", "boundloop.checkpoints.lease"):
         logging.getLogger(noisy).addHandler(logging.NullHandler())
+    received: list[int] = []
 
     async def main() -> None:
         async with Runner(database_url, install_postgres=install) as runner:
-            _stop_on_signals(runner)
+            _stop_on_signals(runner, received)
             await body(runner)
 
-    asyncio.run(main())
+    try:
+        asyncio.run(main())
+    except typer.Exit:
+        if not received:
+            raise
+    if received:
+        raise typer.Exit(128 + received[0])
 
 
-def _stop_on_signals(runner: Runner) -> None:
-    """Ctrl-C or SIGTERM: stop at the next safe point, resumable. A second Ctrl-C exits at once;
-    every step already saved stays saved, and the ledger reconciles a call cut off mid-flight."""
+def _stop_on_signals(runner: Runner, received: list[int]) -> None:
+    """Ctrl-C or SIGTERM: halt now, resumable (the call in flight is cancelled). A second signal
+    exits at once; every step already saved stays saved, and the ledger reconciles a call cut off
+    mid-flight. `received` collects the signals' numbers."""
     loop = asyncio.get_running_loop()
-    received = 0
 
-    def on_signal() -> None:
-        nonlocal received
-        received += 1
-        if received > 1:
-            os._exit(130)
-        err.print("[yellow]stopping at the next safe point: the call in flight is cancelled, saved steps stay saved; press Ctrl-C again to exit at once[/yellow]")
+    def on_signal(signum: int) -> None:
+        received.append(signum)
+        if len(received) > 1:
+            os._exit(128 + received[0])
+        err.print("[yellow]halting: the call in flight is cancelled, saved steps stay saved; press Ctrl-C again to exit at once[/yellow]")
         runner.cancel()
 
     for signum in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(signum, on_signal)
+        loop.add_signal_handler(signum, on_signal, signum)
 
 
 def _guarded(action: Any) -> None:
@@ -391,14 +332,14 @@ def _guarded(action: Any) -> None:
         action()
     except (BoundloopError, CheckpointsError, ToolsError) as error:
         err.print(f"[bold red]error:[/bold red] {escape(secrets.redact(str(error)))}", highlight=False)
-        raise typer.Exit(2) from None
+        raise typer.Exit(Exit.BAD_INPUT) from None
     except (psycopg.OperationalError, PoolTimeout) as error:  # outside a drive: nothing was in flight
         reason = " ".join(secrets.redact(str(error)).split())[:300]
         err.print(f"[bold red]error:[/bold red] database connection lost ({escape(reason)}); nothing was changed: retry when the database is back", highlight=False)
-        raise typer.Exit(2) from None
+        raise typer.Exit(Exit.BAD_INPUT) from None
     except KeyboardInterrupt:
         err.print("[yellow]interrupted; the run keeps its last checkpoint: continue with `boundloop resume RUN`[/yellow]")
-        raise typer.Exit(130) from None
+        raise typer.Exit(Exit.SIGINT) from None
 
 
 import boundloop.graph.cli.workers  # noqa: E402,F401  (registers `submit` and `worker` on `app`)

@@ -11,6 +11,8 @@ from typing import Any
 
 import typer
 
+from boundloop.graph.run.runner import asks_left
+
 
 def ask_decisions(interrupts: list[dict[str, Any]]) -> dict[str, Any]:
     """Prompt for each pending interrupt; returns {interrupt_id: decision} for Command(resume=...)."""
@@ -24,7 +26,7 @@ def ask_decisions(interrupts: list[dict[str, Any]]) -> dict[str, Any]:
             decisions[item["id"]] = _escalation(request)
             continue
         if request.get("refused"):
-            typer.echo(f"\nThe last decision was refused: {request['refused']}")
+            typer.echo(f"\nThe last decision was refused: {request['refused']} ({asks_left(request)})")
         typer.echo(f"\nApproval needed: {request.get('name')} ({request.get('rule')}: {request.get('reason')})")
         typer.echo(json.dumps(request.get("args"), indent=2))
         choice = typer.prompt("[a]pprove, [r]eject, [e]dit, re[s]pond", default="a").strip().lower()[:1]
@@ -71,7 +73,7 @@ def _edit(args: dict[str, Any]) -> dict[str, Any]:
 def _elicitation(question: dict[str, Any]) -> dict[str, Any]:
     """A server's question during a tool call (graph/calls/elicitation.py), answered field by field."""
     if question.get("refused"):
-        typer.echo(f"\nThat answer was refused: {question['refused']}")
+        typer.echo(f"\nThat answer was refused: {question['refused']} ({asks_left(question)})")
     typer.echo(f"\nMCP server {question['server']!r} asks, during {question['tool']}: {question['message']}")
     if question.get("resend_warning"):
         typer.echo(f"Note: {question['resend_warning']}")

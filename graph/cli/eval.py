@@ -1,7 +1,7 @@
 """cli_eval: `boundloop eval SUITE`, the evaluation metrics (graph/evals/metrics.py) over a suite of scenarios.
 
-Exit codes: 0 every threshold of the suite met, 1 a threshold missed (a CI regression gate), 2 the
-suite file or the database cannot be used. Registered on the main `boundloop` app by importing
+Exit codes: 0 every threshold of the suite met, 5 a threshold missed (a CI regression gate; the
+result-quality code of graph/core/status.py), 2 the suite file or the database cannot be used. Registered on the main `boundloop` app by importing
 this module (graph/cli/app.py does).
 """
 
@@ -16,6 +16,7 @@ import typer
 from rich.table import Table
 
 from boundloop.graph.cli.app import DbFlag, JsonFlag, _guarded, _with_runner, app, err, out
+from boundloop.graph.core.status import Exit
 from boundloop.graph.evals.harness import RunOutcome, run_suite
 from boundloop.graph.evals.metrics import Metric, as_json, compute, misses, overruns
 from boundloop.graph.evals.suite import Bound, Suite, load_suite, quick_selection
@@ -34,7 +35,7 @@ def eval_suite(
     markdown: Annotated[bool, typer.Option("--markdown", help="Print the metrics as a Markdown table (the README's).")] = False,
     database_url: DbFlag = None,
 ) -> None:
-    """Run a suite of scenarios and print the evaluation metrics; exit 1 when a suite threshold is missed."""
+    """Run a suite of scenarios and print the evaluation metrics; exit 5 when a suite threshold is missed."""
     missed: list[str] = []
 
     def action() -> None:
@@ -57,7 +58,7 @@ def eval_suite(
 
     _guarded(action)
     if missed:
-        raise typer.Exit(1)
+        raise typer.Exit(Exit.QUALITY)
 
 
 def _document(suite: Suite, outcomes: list[RunOutcome], metrics: dict[str, Metric], missed: list[str], seconds: float) -> dict[str, Any]:

@@ -56,7 +56,8 @@ def _bar(label: str, used: float, limit: float | None, width: int = 4) -> str:
 
 def render_report(console: Console, report: Any) -> None:
     values = report.values
-    ending = values.get("ending") or {}
+    halted = values.get("result") if (values.get("result") or {}).get("kind") == "halt" else None
+    ending = values.get("ending") or halted or {}  # a halt leaves the ending empty: the run resumes where it stopped
     colour = "green" if report.status == "SUCCESS" else "yellow" if report.waiting else "red"
     console.print(f"[bold {colour}]{report.status}[/bold {colour}]  run {report.thread_id}")
     if ending.get("reason"):

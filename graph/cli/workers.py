@@ -17,7 +17,8 @@ import typer
 
 from boundloop.checkpoints.pool import database_url as default_database_url
 from boundloop.checkpoints.queue import HEARTBEAT_S, STALLED_AFTER_S, driven_by_workers
-from boundloop.graph.cli.app import (
+from boundloop.graph.cli.app import _guarded, _with_runner, app, err, out
+from boundloop.graph.cli.options import (
     ApprovalTimeoutOpt,
     BaseUrlOpt,
     BudgetOpt,
@@ -33,20 +34,13 @@ from boundloop.graph.cli.app import (
     UnattendedOpt,
     UserOpt,
     WorkspaceOpt,
-    _guarded,
-    _settings,
-    _task,
-    _with_runner,
-    app,
-    err,
-    out,
+    check_usable,
+    settings_from,
+    task_from,
 )
 from boundloop.graph.core.errors import ConfigError
-from boundloop.graph.models.catalog import model_for
 from boundloop.graph.run.runner import Runner
 from boundloop.graph.services import MAX_ACTIVE_RUNS
-from boundloop.tools.config import load_servers
-from boundloop.tools.policy import load_policy
 
 MAX_CONCURRENCY = MAX_ACTIVE_RUNS
 """Runs one worker process drives at once. Leases share one connection outside the pool, but one
@@ -124,13 +118,9 @@ def _submit(options: dict[str, Any]) -> None:
         raise ConfigError("nothing to submit: name task files (boundloop submit task.json ...) or goals (--goal TEXT)")
     if options["thread"] and len(chosen) > 1:
         raise ConfigError(f"--thread names one run, but {len(chosen)} tasks were given; submit them without --thread")
-    settings = _settings(options)
-    tasks = [_task({**options, "task_file": None, "goal": None, key: value}) for key, value in chosen]
-    model_for(settings.model_dump(mode="json"))  # fail now on a missing key or a bad script, not in a worker
-    if settings.policy:
-        load_policy(settings.policy)
-    if settings.servers:
-        load_servers(settings.servers)
+    settings = settings_from(options)
+    tasks = [task_from({**options, "task_file": None, "goal": None, key: value}) for key, value in chosen]
+    check_usable(settings)  # fail now, not in a worker
 
     async def body(runner: Runner) -> None:
         from boundloop.graph.run import workers

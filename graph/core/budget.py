@@ -8,6 +8,7 @@ Usage travels through graph state as a plain dict of deltas summed by `add_usage
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from collections.abc import Mapping
 from typing import Any
@@ -136,19 +137,31 @@ class Exhaustion:
     used: float
     limit: float
     code: Terminal
+    unpriced: bool = False
+    """A cost limit stopped the run because a call's price is unknown, not because it was spent."""
+    model: str = "MODEL"
+    """The model whose price is unknown, when known (named in the hint)."""
 
     @property
     def message(self) -> str:
+        if self.unpriced:
+            return f"budget.cost_usd cannot be kept: a call has no known price ({_fmt(self.used)} of {_fmt(self.limit)} counted)."
         return f"budget.{self.dimension} exhausted: {_fmt(self.used)} of {_fmt(self.limit)} used."
 
     @property
     def next_safe_action(self) -> str:
-        if self.dimension == "cost_usd" and self.limit == 0 and self.used == 0:
-            return "Add a price for the model (--price MODEL=IN,OUT per million tokens) or drop the cost budget."
+        if self.unpriced:
+            return UNPRICED_HINT.format(model=json.dumps(self.model))
         return (
             f"Keep the partial result, or run again with a larger budget "
             f"(--budget {self.dimension}={_suggest(self.dimension, self.limit)})."
         )
+
+
+UNPRICED_HINT = (
+    "Give the model its price in the --config file (\"prices\": {{{model}: [INPUT, OUTPUT]}}, USD per million tokens; "
+    "a hosted tool's in \"tool_prices\"), or run again without a cost limit (--budget cost_usd=none)."
+)
 
 
 def _fmt(value: float) -> str:
@@ -156,8 +169,11 @@ def _fmt(value: float) -> str:
 
 
 def _suggest(dimension: str, limit: float) -> str:
-    bigger = limit * 1.5 if limit else 1
-    return _fmt(round(bigger, 2)) if dimension in {"cost_usd", "wall_clock_s"} else str(int(bigger) + 1)
+    """A limit half again as large, written so that it reads back larger than `limit`."""
+    if dimension not in {"cost_usd", "wall_clock_s"}:
+        return str(int(limit * 1.5) + 1)
+    bigger = float(f"{limit * 1.5:.2g}") if limit else 1.0
+    return _fmt(bigger if bigger > limit else limit * 2)
 
 
 def _over(usage: Mapping[str, Any], budget: Budget, dimension: str) -> Exhaustion | None:
@@ -172,7 +188,7 @@ def _over(usage: Mapping[str, Any], budget: Budget, dimension: str) -> Exhaustio
 def check_before_model_call(usage: Mapping[str, Any], budget: Budget) -> Exhaustion | None:
     """Would one more model call break a limit? Runs before every planner/actor/judge/critic call."""
     if budget.cost_usd is not None and usage.get("unpriced_model_calls", 0) + usage.get("unpriced_tool_calls", 0) > 0:
-        return Exhaustion("cost_usd", usage.get("cost_usd", 0), budget.cost_usd, Terminal.BUDGET_EXHAUSTED)
+        return Exhaustion("cost_usd", usage.get("cost_usd", 0), budget.cost_usd, Terminal.BUDGET_EXHAUSTED, unpriced=True)
     for dimension in ("wall_clock_s", "model_turns", "input_tokens", "output_tokens", "cost_usd"):
         if exhaustion := _over(usage, budget, dimension):
             return exhaustion

@@ -19,6 +19,7 @@ import json
 import math
 import os
 from functools import lru_cache
+from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from langchain_core.language_models.chat_models import BaseChatModel
@@ -93,7 +94,24 @@ NO_MODEL = (
 
 def model_for(settings: dict[str, Any]) -> BaseChatModel:
     """The chat model the settings name. Cached per process: building one is not free."""
-    return _build(settings.get("model") or "scripted", settings.get("script"), settings.get("base_url"), api_of(settings))
+    model = settings.get("model") or "scripted"
+    api_key = None if model == "scripted" else api_key_of(settings)
+    return _build(model, settings.get("script"), settings.get("base_url"), api_of(settings), api_key)
+
+
+def api_key_of(settings: dict[str, Any]) -> str | None:
+    """The model's API key: from the run's key file when it started with one, else OPENAI_API_KEY."""
+    path = settings.get("api_key_file")
+    if not path:
+        return os.environ.get("OPENAI_API_KEY") or None
+    try:
+        key = json.loads(Path(path).read_text()).get("api_key")
+    except (OSError, ValueError, AttributeError) as error:
+        raise ModelNotConfigured(f"the run's model key is read from {path!r}, which cannot be read now ({type(error).__name__}); "
+                                 "restore that file (an `api_key` in a JSON object) and resume the run") from None
+    if not isinstance(key, str) or not key:
+        raise ModelNotConfigured(f"the run's model key is read from {path!r}, which has no \"api_key\" now; put it back and resume the run")
+    return key
 
 
 def api_of(settings: dict[str, Any]) -> str:
@@ -102,12 +120,11 @@ def api_of(settings: dict[str, Any]) -> str:
 
 
 @lru_cache(maxsize=16)
-def _build(model: str, script: str | None, base_url: str | None, api: str = "chat_completions") -> BaseChatModel:
+def _build(model: str, script: str | None, base_url: str | None, api: str = "chat_completions", api_key: str | None = None) -> BaseChatModel:
     if model == "scripted":
         if not script:
             raise ModelNotConfigured("model 'scripted' needs a script: pass --script FILE (its format: graph/models/README.md, Scripted model)")
         return ScriptedChatModel(script=load_script(script))
-    api_key = os.environ.get("OPENAI_API_KEY")
     if not api_key:
         raise ModelNotConfigured(NO_MODEL.format(model=model))
     from langchain_openai import ChatOpenAI

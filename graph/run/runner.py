@@ -412,11 +412,18 @@ def _reopening(values: dict[str, Any]) -> Command | None:
 
 
 def _refused_again(report: RunReport, thread_id: str, call_id: str) -> None:
-    """The run refused the decision and asks again: say why, in one line."""
+    """The run refused the decision and asks again: say why, and how many more it takes, in one line."""
     for waiting in report.interrupts:
         value = waiting["value"] if isinstance(waiting["value"], dict) else {}
         if value.get("call_id") == call_id and value.get("refused"):
-            raise ApprovalRefused(thread_id, call_id, f"{value['refused']}; the run still waits for a decision")
+            raise ApprovalRefused(thread_id, call_id, f"{value['refused']}; the run still waits for a decision ({asks_left(value)})")
+
+
+def asks_left(request: dict[str, Any]) -> str:
+    """How many more decisions a request that refused one takes, and what happens when they are refused too."""
+    left = int(request.get("asks_left") or 1)
+    given_up = "the question is cancelled" if request.get("type") == "elicitation" else "the call is taken as rejected"
+    return f"{left} more {'answer' if left == 1 else 'answers'} taken; if {'it is' if left == 1 else 'all are'} refused, {given_up}"
 
 
 def as_resume_value(request: dict[str, Any], thread_id: str, call_id: str, decision: dict[str, Any]) -> dict[str, Any]:

@@ -11,6 +11,7 @@ import pytest
 from typer.testing import CliRunner
 
 from boundloop.graph.cli.app import app
+from boundloop.graph.core.status import Exit
 from boundloop.graph.evals.harness import RunOutcome, run_suite
 from boundloop.graph.evals.memory_audit import MemoryVerdict, audit_run
 from boundloop.graph.evals.metrics import Metric, compute, misses
@@ -71,7 +72,7 @@ def test_metrics_match_a_hand_count_and_a_missed_threshold_fails_the_gate(db_url
     suite = tmp_path / "suite.json"
     suite.write_text(json.dumps(SUITE))
     result = CliRunner().invoke(app, ["eval", str(suite), "--json", "--database-url", db_url])
-    assert result.exit_code == 1, result.output
+    assert result.exit_code == Exit.QUALITY, result.output
     document = json.loads(result.stdout)
     values = {name: metric["value"] for name, metric in document["metrics"].items()}
     assert values["task_success_rate"] == 1.0  # read and detour

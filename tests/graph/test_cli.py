@@ -45,6 +45,20 @@ def test_the_demo_succeeds_offline_and_its_run_is_listed_and_shown(db_url, tmp_p
     assert nodes.count("repair") == 1
 
 
+def test_demo_and_run_write_nothing_in_the_current_directory(db_url, tmp_path):
+    """The demo's workspace and the MCP servers' stderr logs go to the state directory (BOUNDLOOP_HOME)."""
+    cwd, home = tmp_path / "cwd", tmp_path / "home"
+    cwd.mkdir()
+    demo = boundloop("demo", "--json", "--database-url", db_url, env=_env(BOUNDLOOP_HOME=str(home)), cwd=cwd)
+    assert json.loads(demo.stdout)["status"] == "SUCCESS", demo.stderr
+    _, servers, script = _crash_task(tmp_path, "elsewhere", slow_s=0)
+    run = boundloop(*_run_args(servers, script, "elsewhere", db_url), env=_env(BOUNDLOOP_HOME=str(home)), cwd=cwd)
+    assert json.loads(run.stdout)["status"] == "SUCCESS", run.stderr
+    assert list(cwd.iterdir()) == []
+    assert (home / "workspaces" / json.loads(demo.stdout)["run_id"] / "summary.md").is_file()
+    assert {log.name.split(".")[0] for log in (home / "logs").iterdir()} == {"workspace", "probe"}
+
+
 def test_run_without_an_api_key_says_how_to_configure_one(db_url):
     result = boundloop("run", "do something", "--database-url", db_url)
     assert result.returncode == 2

@@ -176,7 +176,7 @@ def test_the_question_is_answered_in_a_new_process_after_the_first_stopped_at_it
     assert refused.returncode != 0
     assert [line for line in refused.stderr.splitlines() if line.strip()] == [
         f"error: decision for call {question['call_id']} of run asked refused: 'colour' is a required property; the run still waits "
-        "for a decision. See what is waiting with `boundloop pending`."]
+        "for a decision (2 more answers taken; if all are refused, the question is cancelled). See what is waiting with `boundloop pending`."]
 
     answered = boundloop("approve", "asked", question["call_id"], "--answer", '{"colour": "red", "count": 3}', *common)
     report = json.loads(answered.stdout)

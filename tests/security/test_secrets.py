@@ -76,6 +76,7 @@ async def test_a_run_leaves_no_secret_in_checkpoints_trace_show_logs_or_model_in
         (tmp_path / name).write_text(json.dumps(content))
     env = {key: value for key, value in os.environ.items() if not key.startswith(("OPENAI_", "BOUNDLOOP_DATABASE", "DATABASE_URL"))}
     env["SHIFTY_TOKEN"] = referenced_env  # what the servers file's ${SHIFTY_TOKEN} names, exported as a user would
+    env["BOUNDLOOP_HOME"] = str(tmp_path / "home")  # where the servers' stderr logs go
 
     def boundloop(*args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run([BOUNDLOOP, *args, "--json", "--database-url", db_url], capture_output=True, text=True, timeout=180,
@@ -96,8 +97,8 @@ async def test_a_run_leaves_no_secret_in_checkpoints_trace_show_logs_or_model_in
     everything = [literal_env, referenced_env, header, api_key]
     assert leaks(db_url, everything) == []
     outputs = {"run": run.stdout + run.stderr, "show --json": shown.stdout + shown.stderr}
-    outputs |= {str(log): log.read_text(errors="replace") for log in (tmp_path / ".boundloop").rglob("*") if log.is_file()}
-    assert len(outputs) > 2, "the servers' stderr logs were expected under .boundloop/logs"
+    outputs |= {str(log): log.read_text(errors="replace") for log in (tmp_path / "home" / "logs").rglob("*") if log.is_file()}
+    assert len(outputs) > 2, "the servers' stderr logs were expected under $BOUNDLOOP_HOME/logs"
     assert [(name, value) for name, text in outputs.items() for value in everything if value in text] == []
 
 

@@ -8,8 +8,8 @@ BOUNDLOOP_HOME of its own (a variable the README documents), stopped and deleted
 The server runs from a temporary project directory: our langgraph.json, copied as it is, next to
 symlinks to the repository's top-level entries. Its relative paths (`./graph/server.py`,
 `./checkpoints/server.py`, `dependencies: ["."]`) resolve exactly as they do from the repo root,
-while everything the server writes into its working directory (`.langgraph_api/`, the MCP
-bridge's `.boundloop/logs/`) lands in the temporary directory. So no run of these tests reads a
+while everything the server writes into its working directory (`.langgraph_api/`) lands in the
+temporary directory, and the MCP servers' logs in the BOUNDLOOP_HOME. So no run of these tests reads a
 developer's own `langgraph dev` state, or leaves anything in the work tree.
 """
 
