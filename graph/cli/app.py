@@ -9,28 +9,21 @@ stands (graph/core/status.py: 0 success, 3 waiting for a human, 4 to 8 a failure
 
 from __future__ import annotations
 
-import asyncio
 import json
-import logging
 import os
-import signal
 import sys
 import uuid
 from importlib import resources
 from pathlib import Path
 from typing import Annotated, Any, Optional
 
-import psycopg
 import typer
-from psycopg_pool import PoolTimeout
-from rich.console import Console
-from rich.markup import escape
 
 from boundloop.checkpoints.cluster import state_dir
-from boundloop.checkpoints.errors import CheckpointsError
-from boundloop.graph.core.errors import BoundloopError, ConfigError
-from boundloop.graph.core.status import Exit, exit_code
+from boundloop.graph.core.status import exit_code
 from boundloop.graph.models.catalog import model_for
+from boundloop.graph.cli.running import err, guarded, out, with_runner
+from boundloop.graph.decisions import decision_from_flags
 from boundloop.graph.cli.options import (
     ApprovalTimeoutOpt,
     BaseUrlOpt,
@@ -47,7 +40,6 @@ from boundloop.graph.cli.options import (
     UnattendedOpt,
     UserOpt,
     WorkspaceOpt,
-    budget_overrides,
     check_usable,
     settings_from,
     task_from,
@@ -56,11 +48,8 @@ from boundloop.graph.cli.progress import Progress, render_pending, render_report
 from boundloop.graph.run.runner import RunReport, Runner
 from boundloop.graph.task import RunSettings, Task
 from boundloop.tools import secrets
-from boundloop.tools.errors import ToolsError
 
 app = typer.Typer(help="boundloop: a bounded, durable, permissioned agent loop.", no_args_is_help=True, add_completion=False)
-err = Console(stderr=True, soft_wrap=True)
-out = Console(soft_wrap=True)
 
 
 @app.command()
@@ -87,13 +76,13 @@ def run(
 ) -> None:
     """Start a run and drive it to a terminal status (or to a pending approval)."""
     options = dict(locals())
-    _guarded(lambda: _run(options))
+    guarded(lambda: _run(options))
 
 
 @app.command()
 def demo(as_json: JsonFlag = False, database_url: DbFlag = None) -> None:
     """Run the shipped offline demo: scripted model, embedded Postgres, the workspace MCP server."""
-    _guarded(lambda: _demo(as_json, database_url))
+    guarded(lambda: _demo(as_json, database_url))
 
 
 @app.command()
@@ -107,7 +96,7 @@ def resume(
         await _model_usable(runner, run_id)
         await _drive(runner, runner.resume(run_id, observe=_observer(as_json)), as_json)
 
-    _guarded(lambda: _with_runner(database_url, body))
+    guarded(lambda: with_runner(database_url, body))
 
 
 @app.command()
@@ -118,7 +107,7 @@ def runs(limit: int = 50, as_json: JsonFlag = False, database_url: DbFlag = None
         rows = await runner.runs(limit)
         out.print_json(json.dumps(rows, default=str)) if as_json else render_runs(out, rows)
 
-    _guarded(lambda: _with_runner(database_url, body))
+    guarded(lambda: with_runner(database_url, body))
 
 
 @app.command()
@@ -140,7 +129,7 @@ def show(run_id: str, as_json: JsonFlag = False, database_url: DbFlag = None) ->
             render_trace(out, trace)
             render_report(out, report)
 
-    _guarded(lambda: _with_runner(database_url, body))
+    guarded(lambda: with_runner(database_url, body))
 
 
 @app.command()
@@ -151,7 +140,7 @@ def pending(run_id: Annotated[Optional[str], typer.Argument(help="Only this run.
         rows = await runner.pending(run_id)
         out.print_json(json.dumps(rows, default=str)) if as_json else render_pending(out, rows)
 
-    _guarded(lambda: _with_runner(database_url, body))
+    guarded(lambda: with_runner(database_url, body))
 
 
 @app.command()
@@ -170,10 +159,10 @@ def approve(
     extension (--grant), a question (--answer) — then continue the run."""
 
     def decide() -> None:
-        decision = _approval(edit, respond, grant, answer, approver)
-        _with_runner(database_url, lambda runner: _decide(runner, run_id, call_id, decision, as_json))
+        decision = decision_from_flags(edit, respond, grant, answer, approver)
+        with_runner(database_url, lambda runner: _decide(runner, run_id, call_id, decision, as_json))
 
-    _guarded(decide)
+    guarded(decide)
 
 
 @app.command()
@@ -187,40 +176,14 @@ def reject(
 ) -> None:
     """Reject a waiting call with a message the model sees, then continue the run."""
     decision = {"decision": "reject", "message": message, "approver": approver}
-    _guarded(lambda: _with_runner(database_url, lambda runner: _decide(runner, run_id, call_id, decision, as_json)))
-
-
-def _approval(edit: str | None, respond: str | None, grant: list[str], answer: str | None, approver: str) -> dict[str, Any]:
-    """The decision `approve` sends, from its flags (at most one of them)."""
-    given = [flag for flag, value in (("--edit", edit), ("--respond", respond), ("--grant", grant), ("--answer", answer)) if value]
-    if len(given) > 1:
-        raise ConfigError(f"approve takes one of --edit, --respond, --grant, --answer (got {' and '.join(given)})")
-    if edit is not None:
-        arguments = _parse_json(edit, "--edit")
-        if not isinstance(arguments, dict):
-            raise ConfigError(f"--edit must be a JSON object of arguments (got {type(arguments).__name__}); e.g. --edit '{{\"path\": \"a.md\"}}'")
-        return {"decision": "edit", "args": arguments, "approver": approver}
-    if respond is not None:
-        return {"decision": "respond", "result": respond, "approver": approver}
-    if grant:
-        return {"decision": "approve", "grant": budget_overrides(grant), "approver": approver}
-    if answer is not None:
-        return {"decision": "approve", "answer": answer, "approver": approver}
-    return {"decision": "approve", "approver": approver}
-
-
-def _parse_json(text: str, flag: str) -> Any:
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as error:
-        raise ConfigError(f"{flag} is not valid JSON ({error.msg} at column {error.colno}); e.g. {flag} '{{\"path\": \"a.md\"}}'") from None
+    guarded(lambda: with_runner(database_url, lambda runner: _decide(runner, run_id, call_id, decision, as_json)))
 
 
 def _run(options: dict[str, Any]) -> None:
     settings = settings_from(options)
     task = task_from(options)
     check_usable(settings)
-    _with_runner(
+    with_runner(
         options["database_url"],
         lambda runner: _drive(runner, runner.start(task, settings, thread_id=options["thread"], observe=_observer(options["as_json"])), options["as_json"]),
     )
@@ -237,7 +200,7 @@ def _demo(as_json: bool, database_url: str | None) -> None:
     settings = RunSettings(model="scripted", script=str(bundled / "demo.json"), workspace_root=str(workspace.resolve()))
     if not as_json:
         err.print(f"[dim]demo workspace: {workspace}[/dim]")
-    _with_runner(database_url, lambda runner: _drive(runner, runner.start(task, settings, thread_id=thread, observe=_observer(as_json)), as_json), install=True)
+    with_runner(database_url, lambda runner: _drive(runner, runner.start(task, settings, thread_id=thread, observe=_observer(as_json)), as_json), install=True)
 
 
 def _observer(as_json: bool) -> Any:
@@ -285,61 +248,6 @@ def _report_json(report: RunReport) -> dict[str, Any]:
         "ending": values.get("ending"),
         "interrupts": report.interrupts,
     }
-
-
-def _with_runner(database_url: str | None, body: Any, *, install: bool = False) -> None:
-    """Run `body(runner)`; a run halted by SIGINT or SIGTERM exits 128 + the signal's number,
-    whatever the body would have exited with."""
-    # psycopg, its pool and the lease log every dropped connection and reconnect attempt; during an
-    # outage that is a screenful on stderr. The runner rides the outage out or ends with one line.
-    for noisy in ("psycopg", "boundloop.checkpoints.lease"):
-        logging.getLogger(noisy).addHandler(logging.NullHandler())
-    received: list[int] = []
-
-    async def main() -> None:
-        async with Runner(database_url, install_postgres=install) as runner:
-            _stop_on_signals(runner, received)
-            await body(runner)
-
-    try:
-        asyncio.run(main())
-    except typer.Exit:
-        if not received:
-            raise
-    if received:
-        raise typer.Exit(128 + received[0])
-
-
-def _stop_on_signals(runner: Runner, received: list[int]) -> None:
-    """Ctrl-C or SIGTERM: halt now, resumable (the call in flight is cancelled). A second signal
-    exits at once; every step already saved stays saved, and the ledger reconciles a call cut off
-    mid-flight. `received` collects the signals' numbers."""
-    loop = asyncio.get_running_loop()
-
-    def on_signal(signum: int) -> None:
-        received.append(signum)
-        if len(received) > 1:
-            os._exit(128 + received[0])
-        err.print("[yellow]halting: the call in flight is cancelled, saved steps stay saved; press Ctrl-C again to exit at once[/yellow]")
-        runner.cancel()
-
-    for signum in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(signum, on_signal, signum)
-
-
-def _guarded(action: Any) -> None:
-    try:
-        action()
-    except (BoundloopError, CheckpointsError, ToolsError) as error:
-        err.print(f"[bold red]error:[/bold red] {escape(secrets.redact(str(error)))}", highlight=False)
-        raise typer.Exit(Exit.BAD_INPUT) from None
-    except (psycopg.OperationalError, PoolTimeout) as error:  # outside a drive: nothing was in flight
-        reason = " ".join(secrets.redact(str(error)).split())[:300]
-        err.print(f"[bold red]error:[/bold red] database connection lost ({escape(reason)}); nothing was changed: retry when the database is back", highlight=False)
-        raise typer.Exit(Exit.BAD_INPUT) from None
-    except KeyboardInterrupt:
-        err.print("[yellow]interrupted; the run keeps its last checkpoint: continue with `boundloop resume RUN`[/yellow]")
-        raise typer.Exit(Exit.SIGINT) from None
 
 
 import boundloop.graph.cli.workers  # noqa: E402,F401  (registers `submit` and `worker` on `app`)

@@ -24,7 +24,8 @@ from mcp.shared.auth import AuthorizationCodeResult
 
 from boundloop.checkpoints.pool import database_url as default_database_url
 from boundloop.checkpoints.pool import open_pool
-from boundloop.graph.cli.app import DbFlag, _guarded, app, err
+from boundloop.graph.cli.app import DbFlag, app
+from boundloop.graph.cli.running import err, guarded
 from boundloop.graph.core.errors import ConfigError
 from boundloop.tools.config import load_servers
 
@@ -39,7 +40,7 @@ def auth(
     database_url: DbFlag = None,
 ) -> None:
     """Log in to an HTTP MCP server with OAuth; its tokens are stored encrypted (BOUNDLOOP_TOKEN_KEY)."""
-    _guarded(lambda: asyncio.run(_login(server, servers, database_url or default_database_url())))
+    guarded(lambda: asyncio.run(_login(server, servers, database_url or default_database_url())))
 
 
 async def _login(name: str, servers_file: Path, url: str) -> None:

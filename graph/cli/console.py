@@ -12,7 +12,8 @@ from typing import Annotated, Optional
 import typer
 import uvicorn
 
-from boundloop.graph.cli.app import DbFlag, _guarded, app, err
+from boundloop.graph.cli.app import DbFlag, app
+from boundloop.graph.cli.running import err, guarded
 from boundloop.graph.core.errors import ConfigError
 
 
@@ -36,7 +37,7 @@ def console(
         err.print(f"console: http://{host}:{port}/console/{'?token=…' if token else ''}  (Ctrl-C stops it)")
         uvicorn.run(create_app(settings), host=host, port=port, log_level="warning")
 
-    _guarded(serve)
+    guarded(serve)
 
 
 def _loopback(host: str) -> bool:

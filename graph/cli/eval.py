@@ -15,7 +15,8 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
-from boundloop.graph.cli.app import DbFlag, JsonFlag, _guarded, _with_runner, app, err, out
+from boundloop.graph.cli.app import DbFlag, JsonFlag, app
+from boundloop.graph.cli.running import err, guarded, out, with_runner
 from boundloop.graph.core.status import Exit
 from boundloop.graph.evals.harness import RunOutcome, run_suite
 from boundloop.graph.evals.metrics import Metric, as_json, compute, misses, overruns
@@ -54,9 +55,9 @@ def eval_suite(
             else:
                 _render(suite, outcomes, metrics, missed, seconds)
 
-        _with_runner(database_url, body)
+        with_runner(database_url, body)
 
-    _guarded(action)
+    guarded(action)
     if missed:
         raise typer.Exit(Exit.QUALITY)
 

@@ -17,7 +17,8 @@ from rich.markup import escape
 from rich.table import Table
 
 from boundloop.graph.context import memory
-from boundloop.graph.cli.app import DbFlag, JsonFlag, _guarded, app, err, out
+from boundloop.graph.cli.app import DbFlag, JsonFlag, app
+from boundloop.graph.cli.running import err, guarded, out
 from boundloop.graph.core.errors import BoundloopError
 from boundloop.graph.services import Services
 
@@ -54,7 +55,7 @@ def list_(
             table.add_row(item.key, value.get("user"), value.get("profile"), status, _day(value.get("expires_at")), escape(value.get("text", "")[:80]))
         out.print(table)
 
-    _guarded(lambda: _with_services(database_url, body))
+    guarded(lambda: _with_services(database_url, body))
 
 
 @memory_app.command()
@@ -65,7 +66,7 @@ def show(key: KeyArg, database_url: DbFlag = None) -> None:
         item = await _item(services, key)
         out.print_json(json.dumps({"key": item.key, "namespace": list(item.namespace), **item.value}, default=str))
 
-    _guarded(lambda: _with_services(database_url, body))
+    guarded(lambda: _with_services(database_url, body))
 
 
 @memory_app.command()
@@ -78,7 +79,7 @@ def quarantine(key: KeyArg, reason: Annotated[str, typer.Option("--reason", help
         await memory.set_status(await memory.store_for(await services.pool()), item, "quarantined", reason)
         out.print(f"quarantined {key}")
 
-    _guarded(lambda: _with_services(database_url, body))
+    guarded(lambda: _with_services(database_url, body))
 
 
 @memory_app.command()
@@ -90,7 +91,7 @@ def forget(key: KeyArg, database_url: DbFlag = None) -> None:
         await (await memory.store_for(await services.pool())).adelete(item.namespace, item.key)
         out.print(f"forgot {key}")
 
-    _guarded(lambda: _with_services(database_url, body))
+    guarded(lambda: _with_services(database_url, body))
 
 
 @memory_app.command()
@@ -109,7 +110,7 @@ def rebuild(run_id: Annotated[str, typer.Argument(help="The run whose promoted m
         if any(problem for _, problem in outcomes):
             raise typer.Exit(1)
 
-    _guarded(lambda: _with_services(database_url, body))
+    guarded(lambda: _with_services(database_url, body))
 
 
 async def _item(services: Services, key: str) -> Any:

@@ -17,8 +17,9 @@ import typer
 from pydantic import ValidationError
 
 from boundloop.graph.core.errors import ConfigError
+from boundloop.graph.decisions import budget_overrides
 from boundloop.graph.models.catalog import model_for
-from boundloop.graph.task import RunSettings, Task, limit_problem
+from boundloop.graph.task import RunSettings, Task
 from boundloop.tools.config import load_servers
 from boundloop.tools.policy import load_policy
 
@@ -98,26 +99,6 @@ def check_usable(settings: RunSettings) -> None:
         load_policy(settings.policy)
     if settings.servers:
         load_servers(settings.servers)
-
-
-def budget_overrides(pairs: list[str]) -> dict[str, Any]:
-    """`NAME=VALUE` pairs as budget limits (`none`: no limit on that dimension)."""
-    overrides: dict[str, Any] = {}
-    for pair in pairs:
-        name, sep, value = pair.partition("=")
-        if not sep:
-            raise ConfigError(f"--budget {pair!r} is not NAME=VALUE; e.g. --budget tool_calls=10")
-        if value.strip().lower() == "none":
-            overrides[name.strip()] = None
-            continue
-        try:
-            number = json.loads(value)  # reads NaN and Infinity too: limit_problem refuses them
-        except json.JSONDecodeError:
-            number = value
-        if problem := limit_problem(name.strip(), number):
-            raise ConfigError(f"--budget {pair!r}: {problem} (e.g. --budget tool_calls=10)")
-        overrides[name.strip()] = number
-    return overrides
 
 
 def read_json(path: Path, what: str) -> Any:

@@ -12,7 +12,8 @@ from typing import Any
 import typer
 
 from boundloop.checkpoints import store
-from boundloop.graph.cli.app import DbFlag, JsonFlag, _guarded, _with_runner, app, out
+from boundloop.graph.cli.app import DbFlag, JsonFlag, app
+from boundloop.graph.cli.running import guarded, out, with_runner
 from boundloop.graph.core.errors import RunNotFound
 from boundloop.graph.trace.replay import replay_run
 from boundloop.graph.run.runner import Runner
@@ -37,7 +38,7 @@ def replay(run_id: str, as_json: JsonFlag = False, database_url: DbFlag = None) 
             out.print(f"[red]invalid:[/red] {problem}", highlight=False)
         out.print(f"{len(report.transitions)} transitions; trajectory {'valid' if report.valid else 'INVALID'}")
 
-    _guarded(lambda: _with_runner(database_url, body))
+    guarded(lambda: with_runner(database_url, body))
     if valid and not valid[0]:
         raise typer.Exit(1)
 

@@ -17,7 +17,8 @@ import typer
 
 from boundloop.checkpoints.pool import database_url as default_database_url
 from boundloop.checkpoints.queue import HEARTBEAT_S, STALLED_AFTER_S, driven_by_workers
-from boundloop.graph.cli.app import _guarded, _with_runner, app, err, out
+from boundloop.graph.cli.app import app
+from boundloop.graph.cli.running import err, guarded, out, with_runner
 from boundloop.graph.cli.options import (
     ApprovalTimeoutOpt,
     BaseUrlOpt,
@@ -70,7 +71,7 @@ def submit(
 ) -> None:
     """Queue runs for the worker pool (`boundloop worker`); print each run id and job id."""
     options = dict(locals(), output_schema=None)
-    _guarded(lambda: _submit(options))
+    guarded(lambda: _submit(options))
 
 
 @app.command()
@@ -94,7 +95,7 @@ def worker(
         url = database_url or default_database_url()
         asyncio.run(workers.work(url, concurrency=concurrency, name=name, stalled_after_s=stalled_after))
 
-    _guarded(body)
+    guarded(body)
 
 
 async def queue_decision(runner: Runner, run_id: str, call_id: str, decision: dict[str, Any], as_json: bool) -> bool:
@@ -137,4 +138,4 @@ def _submit(options: dict[str, Any]) -> None:
                 out.print(f"QUEUED  {row['run_id']}  (job {row['job_id']})")
             err.print("[dim]start workers with `boundloop worker --concurrency N`; follow them with `boundloop runs`[/dim]")
 
-    _with_runner(options["database_url"], body)
+    with_runner(options["database_url"], body)

@@ -1,6 +1,6 @@
 """forms: a posted decision form, as the decision `boundloop approve` / `reject` would send.
 
-The same rules as the CLI's flags (graph/cli/app.py `_approval`): edit takes a JSON object of
+The same rules as the CLI's flags (graph/decisions.py): edit takes a JSON object of
 arguments, grant takes NAME=VALUE limits, one kind of decision per form.
 """
 
@@ -10,7 +10,7 @@ from typing import Any
 
 from starlette.datastructures import FormData
 
-from boundloop.graph.cli.app import _approval
+from boundloop.graph.decisions import decision_from_flags
 from boundloop.graph.core.errors import ConfigError
 
 ACTIONS = ("approve", "edit", "reject", "respond", "grant", "answer")
@@ -31,14 +31,14 @@ def decision_from_form(form: FormData, kind: str, approver: str) -> dict[str, An
     if action == "reject":
         return {"decision": "reject", "message": text.strip() or "rejected", "approver": approver}
     if action == "edit":
-        return _approval(text, None, [], None, approver)
+        return decision_from_flags(text, None, [], None, approver)
     if action == "respond":
-        return _approval(None, text, [], None, approver)
+        return decision_from_flags(None, text, [], None, approver)
     if action == "grant":
         grants = [pair.strip() for pair in text.replace(",", "\n").splitlines() if pair.strip()]
         if not grants:
             raise ConfigError("grant needs a new limit, e.g. tool_calls=60")
-        return _approval(None, None, grants, None, approver)
+        return decision_from_flags(None, None, grants, None, approver)
     if action == "answer":
-        return _approval(None, None, [], text, approver)
-    return _approval(None, None, [], None, approver)
+        return decision_from_flags(None, None, [], text, approver)
+    return decision_from_flags(None, None, [], None, approver)

@@ -10,7 +10,6 @@ import re
 import shlex
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
