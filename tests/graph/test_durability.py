@@ -42,7 +42,7 @@ def test_two_processes_resuming_the_same_run_at_once_only_one_executes(db_url, t
     assert "run shared is active elsewhere: another process holds its lease" in second.stderr
     first.send_signal(signal.SIGINT)  # no need to wait out the slow call: the winner stops at its next safe point
     out, err = first.communicate(timeout=120)
-    assert first.returncode == 0, err
+    assert first.returncode == 128 + signal.SIGINT, err
     assert json.loads(out)["status"] == Terminal.USER_CANCEL
 
 
@@ -53,7 +53,7 @@ def test_ctrl_c_stops_at_the_next_safe_point_and_the_run_resumes(db_url, tmp_pat
     _wait_for_node(db_url, "halted", "act", count=2, process=process)  # the slow call is running
     process.send_signal(signal.SIGINT)
     out, err = process.communicate(timeout=60)
-    assert process.returncode == 0, err
+    assert process.returncode == 128 + signal.SIGINT, err
     assert "stopping at the next safe point" in err
     assert json.loads(out)["status"] == Terminal.USER_CANCEL
     listed = {row["thread_id"]: row["status"] for row in json.loads(boundloop("runs", "--json", "--database-url", db_url).stdout)}

@@ -17,7 +17,7 @@ from psycopg.rows import dict_row
 
 from boundloop.graph import guards
 from boundloop.graph.run.runner import Runner
-from boundloop.graph.core.status import Terminal
+from boundloop.graph.core.status import Terminal, exit_code
 from tests.graph.conftest import CRITIC_PASS, PLAN_ONE_STEP, PLAN_READ_NOTES, step
 from tests.graph.test_cli import BOUNDLOOP, PROBE_SERVER, _env, boundloop
 
@@ -94,9 +94,9 @@ async def test_a_call_killed_after_acts_saved_step_runs_in_a_new_process_with_th
     with psycopg.connect(db_url, autocommit=True) as conn:
         assert conn.execute("SELECT count(*) FROM boundloop_ledger WHERE thread_id = 'sends'").fetchone()[0] == 0  # nothing sent
     resumed = boundloop("resume", "sends", "--json", "--database-url", db_url)
-    assert resumed.returncode == 0, resumed.stderr
     async with Runner(db_url) as runner:
         report = await runner.report("sends")
+    assert resumed.returncode == exit_code(report.status, waiting=bool(report.interrupts)), resumed.stderr
     [observation] = [obs for obs in report.values["observations"] if obs["tool"] == "probe__write_note"]
     assert observation["detail"].startswith("timeout"), observation
     assert observation["latency_ms"] < 4_000

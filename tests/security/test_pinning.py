@@ -25,7 +25,7 @@ from mcp.types import ToolListChangedNotification
 
 from boundloop.checkpoints import store
 from boundloop.graph.run.runner import Runner
-from boundloop.graph.core.status import Terminal
+from boundloop.graph.core.status import Terminal, exit_code
 from boundloop.graph.task import RunSettings, Task
 from tests.graph.conftest import CRITIC_PASS, step
 from tests.graph.test_cli import BOUNDLOOP, _env, boundloop
@@ -133,9 +133,9 @@ async def test_a_call_resumed_in_a_new_process_is_checked_against_the_tools_the_
     calls, changed = killed_before_its_call(db_url, tmp_path, "pins-saved")
     changed.touch()
     resumed = boundloop("resume", "pins-saved", "--json", "--database-url", db_url)
-    assert resumed.returncode == 0, resumed.stderr
     async with Runner(db_url) as runner:
         report = await runner.report("pins-saved")
+    assert resumed.returncode == exit_code(report.status, waiting=bool(report.interrupts)), resumed.stderr
     assert [(obs["tool"], obs["status"]) for obs in report.values["observations"]] == [("shifty__lookup", "tool_changed")]
     assert not calls.exists(), "the redefined tool must not run"
 
