@@ -54,7 +54,7 @@ def test_ctrl_c_stops_at_the_next_safe_point_and_the_run_resumes(db_url, tmp_pat
     process.send_signal(signal.SIGINT)
     out, err = process.communicate(timeout=60)
     assert process.returncode == 128 + signal.SIGINT, err
-    assert "stopping at the next safe point" in err
+    assert "halting: the call in flight is cancelled" in err
     assert json.loads(out)["status"] == Terminal.USER_CANCEL
     listed = {row["thread_id"]: row["status"] for row in json.loads(boundloop("runs", "--json", "--database-url", db_url).stdout)}
     assert listed["halted"] == Terminal.USER_CANCEL
@@ -68,7 +68,7 @@ def test_a_second_ctrl_c_exits_at_once_and_leaves_a_resumable_run(db_url, tmp_pa
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     _wait_for_node(db_url, "twice", "act", count=2, process=process)
     process.send_signal(signal.SIGINT)
-    assert "stopping at the next safe point" in process.stderr.readline()  # the first one was handled
+    assert "halting: the call in flight is cancelled" in process.stderr.readline()  # the first one was handled
     process.send_signal(signal.SIGINT)
     process.communicate(timeout=30)
     assert process.returncode == 130
