@@ -109,16 +109,17 @@ async def test_the_model_reads_back_what_compaction_dropped_and_nothing_of_anoth
     foreign = await store.put_payload(pool, "another-run", "a0.0", "another run's output")
     fetches = [{"name": "boundloop__fetch_payload", "args": {"ref": "a0.0"}},
                {"name": "boundloop__fetch_payload", "args": {"ref": foreign}}]
-    actor = [step(calls=[read(n)]) for n in range(3)] + [step(calls=fetches), step("Ana publishes the notes.")]
+    reads = 5
+    actor = [step(calls=[read(n)]) for n in range(reads)] + [step(calls=fetches), step("Ana publishes the notes.")]
     report = await run_script({"planner": [PLAN_ONE_STEP], "actor": actor, "critic": [CRITIC_PASS]},
                               task={"budget": {"context_tokens": LIMIT}}, unattended=True, context_threshold=0.6)
     assert report.status == Terminal.SUCCESS, report.values.get("ending")
     assert report.values["usage"]["compactions"] >= 1
-    fetched, refused = [await _shown(report, pool, call_id) for call_id in ("a3.0", "a3.1")]
+    fetched, refused = [await _shown(report, pool, call_id) for call_id in (f"a{reads}.0", f"a{reads}.1")]
     assert fetched.startswith("a0.0:\n<tool-output>") and "- Ana: publish the notes" in fetched
     assert refused.startswith("not_found: nothing is stored under")
     statuses = {obs["call_id"]: obs["status"] for obs in report.values["observations"]}
-    assert (statuses["a3.0"], statuses["a3.1"]) == ("ok", "not_found")
+    assert (statuses[f"a{reads}.0"], statuses[f"a{reads}.1"]) == ("ok", "not_found")
     assert report.values["usage"]["per_tool"]["boundloop__fetch_payload"] == 2
     replayed = await replay_run(pool, report.thread_id, runner.graph)
     assert replayed.valid, replayed.problems
