@@ -30,7 +30,7 @@ from urllib.parse import urlsplit, urlunsplit
 import psycopg
 import pytest
 
-from boundloop.graph.core.status import Terminal
+from boundloop.graph.core.status import Exit, Terminal
 from tests.graph.conftest import CRITIC_PASS, step
 
 REPO = Path(__file__).resolve().parents[2]
@@ -321,7 +321,7 @@ def test_a_non_idempotent_call_killed_after_its_intent_is_not_sent_again_and_goe
     assert killed.returncode == -9, killed.stderr
     resumed = _resume(site, db_url)
 
-    assert resumed.returncode == 0, resumed.stderr
+    assert resumed.returncode == Exit.WAITING, resumed.stderr  # it waits for a human's review
     report = json.loads(resumed.stdout)
     assert report["status"] == Terminal.REVIEW_REQUIRED
     assert report["ending"]["reason"].startswith("outcome unknown after a crash: probe__write_note (a0.0, ledger key bl-")
@@ -339,7 +339,7 @@ def test_a_non_idempotent_edit_killed_after_it_ran_is_applied_once_and_goes_to_r
     assert killed.returncode == -9, killed.stderr
     resumed = _resume(site, db_url)
 
-    assert resumed.returncode == 0, resumed.stderr
+    assert resumed.returncode == Exit.WAITING, resumed.stderr  # it waits for a human's review
     assert json.loads(resumed.stdout)["status"] == Terminal.REVIEW_REQUIRED
     assert (site.workspace / "ticket.md").read_text() == "status: open, escalated\n"
     assert _ledger(site, db_url) == [("a0.0", "edit_file", "INTENT", None)]
