@@ -24,6 +24,7 @@ from boundloop.graph.calls.hosted import approval_requests
 from boundloop.graph.core.plan import evidence_to_fetch, unfinished
 from boundloop.graph.core.status import Terminal
 from boundloop.graph.core.records import Approval
+from boundloop.graph.quality import proportion
 from boundloop.graph.state import LoopState
 from boundloop.graph.tripwires import tripped
 
@@ -69,8 +70,13 @@ def _exhausted_code(state: LoopState) -> str | None:
     return None if exhaustion is None else exhaustion.code
 
 
-def route_after_intake(state: LoopState) -> Literal["plan", "escalate", "finalize"]:
-    return "plan" if "budget" in state and may_call_model(state) else stop(state)
+def route_after_intake(state: LoopState) -> Literal["plan", "validate_plan", "escalate", "finalize"]:
+    """To the planner when intake decided the task needs one; else its implicit plan goes straight to validation."""
+    if "budget" not in state or must_stop(state):
+        return stop(state)
+    if state["control"]["planning"]["plan"]:
+        return "plan" if may_call_model(state) else stop(state)
+    return "validate_plan"
 
 
 def route_after_plan(state: LoopState) -> Literal["validate_plan", "escalate", "finalize"]:
@@ -82,7 +88,7 @@ def route_after_validate(state: LoopState) -> Literal["plan", "retrieve", "act",
         return stop(state)
     plan = state["plan"]
     if not plan.get("valid"):
-        return "plan" if may_call_model(state) else stop(state)
+        return "plan" if may_call_model(state) and proportion.planning_allowed(state) else stop(state)
     if state["task"].get("require_plan_approval") and not plan.get("approved"):
         return "escalate" if not state["settings"].get("unattended") else "finalize"
     return after_plan_accepted(state)
@@ -120,7 +126,7 @@ def route_after_act(state: LoopState) -> list[Send] | Literal["compact", "approv
         return "compact"  # the context pressure gate: act did not call, its request was over the threshold
     if unfinished((state.get("plan") or {}).get("steps", [])):
         return "repair"  # the completion check: a final answer with a required step not done never reaches the judge
-    needs_judge = bool(state["task"].get("acceptance_criteria"))
+    needs_judge = proportion.judged_criteria(state) is not None
     return "verify" if not needs_judge or may_call_model(state) else stop(state)
 
 
@@ -164,8 +170,14 @@ def route_after_compact(state: LoopState) -> Literal["act", "escalate", "finaliz
     return "act" if may_call_model(state) else stop(state)
 
 
-def route_after_verify(state: LoopState) -> Literal["critique", "escalate", "finalize"]:
-    return "critique" if may_call_model(state) else stop(state)
+def route_after_verify(state: LoopState) -> Literal["critique", "commit", "escalate", "finalize"]:
+    """To the critic when verify's recorded decision says it runs (a trigger, or a profile that asks); else a
+    verified output goes to commit. A failed verification always triggers the critic (graph/quality/proportion.py)."""
+    if must_stop(state):
+        return stop(state)
+    if proportion.critique_runs(state):
+        return "critique" if may_call_model(state) else stop(state)
+    return "commit"
 
 
 def route_after_critique(state: LoopState) -> Literal["commit", "repair", "escalate", "finalize"]:

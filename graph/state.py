@@ -154,6 +154,9 @@ class LoopState(TypedDict, total=False):
     tools: dict[str, Any]
     """The tool definitions pinned at intake, written once: {"version": registry hash, "specs": [...]}.
     Every step's registry comes from here, not from the live servers (tools/pinning.py)."""
+    control: dict[str, Any]
+    """Which costly phases the run enters and why (graph/quality/proportion.py): planning and the judge decided
+    at intake, the critic after verification, each {mode, run or plan, reason}."""
     plan: Plan
     """Steps (id, description, depends_on, tools, done_when, status), the plan hash, validation errors."""
     clarifications: list[str]

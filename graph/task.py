@@ -186,6 +186,16 @@ class RunSettings(BaseModel):
     repair_stall_window: int = Field(default=2, ge=0)
     """Repair iterations without a better quality score after which repairing stops as stalled:
     the strategy escalates to a re-plan once, then the run ends (or a human reviews) keeping the best output. 0: off."""
+    planning: Literal["auto", "always", "never"] | None = None
+    """Whether the run asks the planner: `auto` plans a complex task (several criteria or check targets, numbered
+    steps in the goal, a plan to approve) and runs a simple one on an implicit one-step plan; `always`; `never`
+    (no planner call at all, re-plans included). None: the profile's choice, `auto` unless it asks."""
+    judge: Literal["auto", "always"] | None = None
+    """`auto`: the judge checks only the acceptance criteria no check covers (a check covers the criterion it is named
+    after); `always`: every criterion. None: the profile's choice."""
+    critique: Literal["auto", "always"] | None = None
+    """`auto`: the critic runs only on a trigger (a failed or undecided verification, a failed call or post-condition,
+    a repair, a risky side effect, conflicting sources, low confidence); `always`: on every result. None: the profile's choice."""
     goal_check_every: int = Field(default=10, ge=0)
     """Actor turns between goal checks: a window of that many turns with no new verified observation, no plan
     step done and no better repair score ends the run REPEATED_FAILURE instead of spending the budget. 0: off."""

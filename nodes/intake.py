@@ -11,6 +11,7 @@ from langgraph.runtime import Runtime
 from pydantic import BaseModel, ValidationError
 
 from boundloop.graph.context import memory
+from boundloop.graph.quality import proportion
 from boundloop.graph.core.budget import Exhaustion, empty_usage
 from boundloop.graph.core.errors import BoundloopError, SettingsMissing
 from boundloop.graph.models.catalog import api_of, model_id, price_of
@@ -28,7 +29,8 @@ NEEDS_RESPONSES = ("hosted tools need the Responses API, but model {model!r} is 
 
 
 async def intake(state: LoopState, runtime: Runtime[RunSettings], services: Services) -> dict[str, Any]:
-    """Validate the task, capture settings, start the run's tool servers and pin their tools, record the boundary."""
+    """Validate the task, capture settings, start the run's tool servers and pin their tools, record the boundary,
+    and decide which costly phases the task needs (graph/quality/proportion.py); a task that is not planned gets its implicit plan here."""
     if not state.get("settings") and not _given(runtime.context):
         raise SettingsMissing(current_run_id())
     try:
@@ -59,6 +61,7 @@ async def intake(state: LoopState, runtime: Runtime[RunSettings], services: Serv
     if offered and api_of(settings_json) != "responses":
         return _refuse(Terminal.VALIDATION_FAIL, NEEDS_RESPONSES.format(model=settings.model, api=api_of(settings_json)),
                        "Choose a Responses-API model for the run, or drop the hosted tools.", settings_json)
+    control = proportion.decide(task.model_dump(mode="json"), settings_json)
     update: dict[str, Any] = {
         "task": task.model_dump(mode="json"),
         "settings": settings_json,
@@ -79,10 +82,13 @@ async def intake(state: LoopState, runtime: Runtime[RunSettings], services: Serv
         "usage": empty_usage(),
         "status": {"phase": "intake"},
         "ending": None,
+        "control": control,
         "memories": await memory.recall(
             await memory.store_for(await services.pool()), user=settings.user, profile=task.profile, goal=task.goal
         ),
     }
+    if not control["planning"]["plan"]:
+        update["plan"] = proportion.implicit_plan(update["task"])
     if budget.cost_usd is not None and price_of(settings_json, model) is None:
         exhaustion = Exhaustion("cost_usd", 0, budget.cost_usd, Terminal.BUDGET_EXHAUSTED, unpriced=True, model=model)
         update["ending"] = ending(

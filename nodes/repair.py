@@ -25,7 +25,7 @@ from typing import Any
 
 from langchain_core.messages import HumanMessage
 
-from boundloop.graph.quality import convergence, diagnosis, replan
+from boundloop.graph.quality import convergence, diagnosis, proportion, replan
 from boundloop.graph.core.budget import Budget
 from boundloop.graph.core.plan import describe_unfinished, unfinished
 from boundloop.graph.services import Services
@@ -49,7 +49,8 @@ async def repair(state: LoopState, services: Services) -> dict[str, Any]:
     found = diagnosis.defects({}, {}, steps) if steps else diagnosis.defects(quality.get("verification", {}), quality.get("critique", {}), [])
     planned, strategy = diagnosis.plan_round(found, quality.get("repairs", [])[fresh.get("repairs", 0):])
     budget = Budget.model_validate(state["budget"])
-    used, replans_left = state["usage"].get("repairs", 0), _left(budget.replans, state["usage"].get("replans", 0))
+    used = state["usage"].get("repairs", 0)
+    replans_left = _left(budget.replans, state["usage"].get("replans", 0)) if proportion.planning_allowed(state) else False
     scores = quality.get("scores", [])[fresh.get("scores", 0):]
     window = state["settings"].get("repair_stall_window", 2)
     stalled = not steps and convergence.stalled(scores, window)

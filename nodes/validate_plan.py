@@ -2,7 +2,7 @@
 
 Never calls a model. A rejected plan goes back to the planner while replans are left, as a
 targeted re-plan (graph/quality/replan.py): only the steps the errors name, and their dependents, are
-replaced. After that the run ends: IMPOSSIBLE when the plan needs tools the run does not have,
+replaced (a run whose planning is `never` has none). After that the run ends: IMPOSSIBLE when the plan needs tools the run does not have,
 VALIDATION_FAIL otherwise.
 """
 
@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from boundloop.graph.quality import replan
+from boundloop.graph.quality import proportion, replan
 from boundloop.graph.core.budget import Budget
 from boundloop.graph.core.plan import plan_hash
 from boundloop.graph.services import Services, current_run_id
@@ -38,7 +38,7 @@ async def validate_plan(state: LoopState, services: Services) -> dict[str, Any]:
         return {"plan": {**valid, "valid": True, "hash": plan_hash(plan["steps"]), "errors": []}, "status": {"phase": "validate_plan"}}
     plan = {**plan, "valid": False, "errors": errors}
     replans_used = state.get("usage", {}).get("replans", 0)
-    if budget.replans is not None and replans_used >= budget.replans:
+    if (budget.replans is not None and replans_used >= budget.replans) or not proportion.planning_allowed(state):
         missing_tools = any("does not exist" in error for error in errors)
         code = Terminal.IMPOSSIBLE if missing_tools else Terminal.VALIDATION_FAIL
         reason = f"no valid plan after {replans_used + 1} attempt(s): " + "; ".join(errors)

@@ -1,7 +1,9 @@
 """verify: check the final answer — that there is one and the output schema (hard gates), then
 the task's tests and artifact checks through tools, then the acceptance criteria through the judge
 model (tests → artifacts → an LLM judge as the fallback: deterministic evidence first). Each stage runs only
-if the one before it passed: a failing test is reason enough to repair, without paying for a judge.
+if the one before it passed: a failing test is reason enough to repair, without paying for a judge. The judge
+checks only the criteria the run's decision leaves to it (graph/quality/proportion.py: those no check covers),
+and verify then decides, from its verdict and the run so far, whether the critic runs.
 
 Each failure a check finds carries its root cause (graph/quality/diagnosis.py) where the check tells it: a
 schema violation, a failing test (a logic error), an artifact missing its text (incompleteness), a
@@ -27,7 +29,7 @@ from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
 from pydantic import BaseModel, Field
 
 from boundloop.checkpoints.store import get_payload
-from boundloop.graph.quality import fault_trace
+from boundloop.graph.quality import fault_trace, proportion
 from boundloop.graph.context import memory
 from boundloop.graph.core import escalations
 from boundloop.graph.core.budget import Budget, add_usage
@@ -35,6 +37,7 @@ from boundloop.graph.quality.diagnosis import RootCause
 from boundloop.graph.models.catalog import MAX_ASKS, NoReply, ask_for, unusable_reply_ending
 from boundloop.graph.models.prompts import JUDGE, evidence_brief, task_brief
 from boundloop.graph.services import Services, current_run_id
+from boundloop.graph.state import applied
 from boundloop.graph.quality.test_results import add_tests, test_failures, test_report
 from boundloop.graph.state import LoopState
 from boundloop.nodes.calls import run_call
@@ -68,10 +71,10 @@ async def verify(state: LoopState, services: Services) -> dict[str, Any]:
         failures, checked, tests = await run_checks(state, services)
         update.update(checked)
     judged, undecided, conflicts, consistency = False, None, [], None
-    if not failures and task.get("acceptance_criteria"):
+    if not failures and (criteria := proportion.judged_criteria(state)) is not None:
         request = [
             SystemMessage(JUDGE),
-            HumanMessage(f"{task_brief(task)}\n\nOutput:\n{answer}\n\nEvidence:\n{evidence_brief(state.get('observations', []))}"),
+            HumanMessage(f"{task_brief({**task, 'acceptance_criteria': criteria})}\n\nOutput:\n{answer}\n\nEvidence:\n{evidence_brief(state.get('observations', []))}"),
         ]
         try:
             verdict, problem, spent, consistency = await judge(state, services, request)
@@ -94,6 +97,9 @@ async def verify(state: LoopState, services: Services) -> dict[str, Any]:
     quality["verification"] = {"passed": not failures, "failures": failures, "judged": judged, "undecided": undecided, "output": answer,
                                "conflicts": conflicts, "tests": tests, "consistency": consistency}
     update["quality"] = quality
+    if control := state.get("control"):
+        critic = proportion.critique_decision(applied(state, {key: value for key, value in update.items() if key != "status"}))
+        update["control"] = {**control, "critique": critic}
     return update
 
 

@@ -131,6 +131,8 @@ def node_events(services: Services, node: str, state: Mapping[str, Any], update:
         event["context"] = {key: measured[key] for key in ("role", "tokens", "growth", "method", "limit", "pressure", "compactions") if key in measured}
     if checked := update.get("goal_check"):  # the periodic goal check, passing or not (graph/quality/goal_check.py)
         event["goal_check"] = checked
+    if control := update.get("control"):  # why the run enters or skips the planner, the judge, the critic (graph/quality/proportion.py)
+        event["control"] = control
     if decisions := _decisions(update):
         event["decisions"] = decisions
     if calls := _tool_calls(update):
