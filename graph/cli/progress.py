@@ -8,6 +8,7 @@ from rich.console import Console
 from rich.table import Table
 
 from boundloop.graph.core.budget import Budget, add_usage, used_of
+from boundloop.graph.quality import proportion
 from boundloop.graph.trace.progress import phase_progress
 
 BARS = {"model_turns": "turns", "tool_calls": "tools", "wall_clock_s": "secs", "repairs": "repairs"}
@@ -64,6 +65,8 @@ def render_report(console: Console, report: Any) -> None:
         console.print(f"  why: {ending['reason']}")
     if ending.get("next_safe_action"):
         console.print(f"  next: {ending['next_safe_action']}")
+    for row in proportion.phase_reasons(values):
+        console.print(f"  {row['phase']}: {'ran' if row['ran'] else 'skipped'} — {row['reason']}")
     for item in report.interrupts:
         value = item["value"]
         console.print(f"  waiting: {value.get('type')} {value.get('name')} {value.get('args')}  (interrupt {item['id']})")

@@ -4,6 +4,7 @@ Phases come from the trace's node events (each ends at `at` and lasted `elapsed_
 from the checkpointed observations and approval records, escalations from the approval requests.
 Budget consumption is drawn per dimension: the run's usage against each limit, and its course over
 the run where node events carry a running total (`budget_total`, the budget vector: tokens, cost, calls, retries, time).
+Why the planner, the judge and the critic ran or were skipped comes from the run's recorded decision.
 Calls are placed where the trace first names them (`calls`, `decisions` or `tool_calls`). Unknown
 event kinds and extra fields are ignored.
 """
@@ -16,6 +17,7 @@ from typing import Any
 
 from boundloop.graph.core.budget import Budget
 from boundloop.graph.core.budget import used_of
+from boundloop.graph.quality import proportion
 
 WIDTH = 900
 """Width of the drawing area, in SVG units."""
@@ -58,6 +60,8 @@ class Timeline:
     dimensions: list[Dimension]
     calls: list[dict[str, Any]]
     escalations: list[dict[str, Any]]
+    reasons: list[dict[str, Any]] = field(default_factory=list)
+    """Whether the planner, the judge and the critic ran, and why (graph/quality/proportion.py)."""
     width: int = WIDTH
 
 
@@ -85,7 +89,8 @@ def build(trace: list[dict[str, Any]], values: dict[str, Any], approvals: list[d
         if origin is not None and isinstance(escalation["asked"], datetime) and until is not None:
             escalation["x"] = max(0.0, WIDTH * _ms(escalation["asked"], origin) / span)
             escalation["width"] = max(1.0, min(WIDTH, WIDTH * _ms(until, origin) / span) - escalation["x"])
-    return Timeline(span, phases, lanes, _dimensions(nodes, values, origin, span), _calls(values, called_at, span, approvals), escalations)
+    return Timeline(span, phases, lanes, _dimensions(nodes, values, origin, span), _calls(values, called_at, span, approvals), escalations,
+                    proportion.phase_reasons(values))
 
 
 def _dimensions(nodes: list[dict[str, Any]], values: dict[str, Any], origin: datetime | None, span: float) -> list[Dimension]:

@@ -185,3 +185,26 @@ def risky_effects(state: dict[str, Any]) -> list[str]:
         if obs.get("phase") != "verify" and obs.get("side_effect") and obs.get("status") == "ok"
         and (obs.get("reversibility") == "irreversible" or obs["call_id"] in held)
     })
+
+
+def phase_reasons(values: dict[str, Any]) -> list[dict[str, Any]]:
+    """For `boundloop show` and the console: whether each decided phase ran (its role's model calls) and why."""
+    control = values.get("control")
+    if not control:
+        return []
+    called = (values.get("usage") or {}).get("calls_by_role") or {}
+    planning, judge, critique = control["planning"], control["judge"], control["critique"]
+    revisions = (values.get("plan") or {}).get("revisions") or []
+    plan_reason = planning["reason"] + ("".join(f"; re-planned ({revision['cause']})" for revision in revisions) if revisions else "")
+    judge_reason = judge["reason"]
+    if judge["run"] and not called.get("judge"):
+        judge_reason += "; not asked: a deterministic stage failed the output first, or the run ended before verification"
+    if critique.get("run") is None and critique["mode"] != "always":
+        critique_reason = "not decided: the run did not reach verification"
+    else:
+        critique_reason = critique["reason"]
+    return [
+        {"phase": "plan", "ran": bool(called.get("planner")), "reason": plan_reason},
+        {"phase": "judge", "ran": bool(called.get("judge")), "reason": judge_reason},
+        {"phase": "critique", "ran": bool(called.get("critic")), "reason": critique_reason},
+    ]

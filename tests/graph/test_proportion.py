@@ -7,6 +7,10 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from rich.console import Console
+
+from boundloop.graph.cli.progress import render_report
+from boundloop.graph.console import timeline
 from boundloop.graph.core.status import Terminal
 from tests.graph.conftest import CRITIC_FAIL, CRITIC_PASS, JUDGE_PASS, PLAN_ONE_STEP, READ_NOTES, step
 
@@ -136,3 +140,22 @@ async def test_a_failed_tool_call_triggers_the_critic(run_script):
     assert calls(report) == {"actor": 2, "critic": 1}
     assert report.values["control"]["critique"]["triggers"] == ["tool calls failed: workspace__read_file"]
 
+
+
+async def test_show_and_the_console_say_why_each_phase_ran_or_was_skipped(run_script, runner):
+    report = await run_script({"actor": SIMPLE_ACTOR}, task=SIMPLE)
+    out = Console(record=True, width=300)
+    render_report(out, report)
+    shown = out.export_text()
+    assert "plan: skipped — a simple task: one implicit step (the goal, its criteria as done_when), no planner call" in shown
+    assert "judge: skipped — every acceptance criterion has a deterministic check" in shown
+    assert "critique: skipped — no trigger: verification passed on its own" in shown
+    drawn = timeline.build(await runner.trace(report.thread_id), report.values, approvals=[])
+    assert [(row["phase"], row["ran"]) for row in drawn.reasons] == [("plan", False), ("judge", False), ("critique", False)]
+
+
+async def test_show_says_the_judge_ran_for_a_criterion_no_check_covers(run_script):
+    judged = await run_script({"actor": [step("Ana publishes the notes")], "judge": [JUDGE_PASS]}, task={"acceptance_criteria": ["names Ana"]})
+    out = Console(record=True, width=300)
+    render_report(out, judged)
+    assert "judge: ran — 1 of 1 criteria have no deterministic check" in out.export_text()
