@@ -13,7 +13,7 @@ import psycopg
 from boundloop.graph.trace.replay import replay_run
 from boundloop.graph.state import MERGED_BY, LoopState
 from boundloop.graph.core.status import Terminal
-from tests.graph.conftest import CRITIC_PASS, PLAN_ONE_STEP, READ_NOTES, step
+from tests.graph.conftest import READ_NOTES, step
 from tests.graph.test_cli import BOUNDLOOP, _crash_task, _env, _run_args, boundloop
 
 UNKNOWN = {"name": "workspace__no_such_tool", "args": {}}
@@ -29,11 +29,10 @@ def test_the_state_the_gate_decides_from_merges_every_channel_as_the_graph_does(
 
 async def test_a_turn_whose_every_call_is_refused_goes_from_act_straight_back_to_act(run_script, runner):
     """No dispatch, nothing to ground: the refusal is the call's one result, saved with the reply."""
-    report = await run_script({"planner": [PLAN_ONE_STEP], "actor": [step(calls=[UNKNOWN]), step(calls=[READ_NOTES]), step("done")],
-                               "critic": [CRITIC_PASS]})
+    report = await run_script({"actor": [step(calls=[UNKNOWN]), step(calls=[READ_NOTES]), step("done")]})
     assert report.status == Terminal.SUCCESS
     nodes = [event["node"] for event in await runner.trace(report.thread_id) if event["kind"] == "node"]
-    assert nodes[:6] == ["intake", "plan", "validate_plan", "act", "act", "act"]
+    assert nodes[:5] == ["intake", "validate_plan", "act", "act", "act"]
     first = next(event["data"] for event in await runner.trace(report.thread_id) if event["node"] == "act")
     assert [decision["decision"] for decision in first["decisions"]] == ["unknown_tool"]
     replayed = await replay_run(runner.pool, report.thread_id, runner.graph)

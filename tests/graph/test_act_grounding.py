@@ -12,7 +12,7 @@ import psycopg
 
 from boundloop.graph.trace.replay import replay_run
 from boundloop.graph.core.status import Terminal
-from tests.graph.conftest import CRITIC_PASS, PLAN_ONE_STEP, READ_NOTES, step
+from tests.graph.conftest import READ_NOTES, step
 from tests.graph.test_cli import BOUNDLOOP, _crash_task, _env, _run_args, boundloop
 
 
@@ -35,12 +35,12 @@ async def test_an_iteration_is_two_graph_steps_act_and_execute(run_script, runne
     """Three read iterations are six steps, each one checkpoint: act (reply, decisions and the
     previous results' grounding), then execute. Every result is grounded before the run ends."""
     reads = 3
-    report = await run_script({"planner": [PLAN_ONE_STEP], "actor": [*_reads(reads), step("done")], "critic": [CRITIC_PASS]})
+    report = await run_script({"actor": [*_reads(reads), step("done")]})
     assert report.status == Terminal.SUCCESS
     calls = [obs for obs in report.values["observations"] if obs.get("phase") == "act"]
     assert len(calls) == reads and all(obs.get("grounded") and obs["stage"] in GROUNDED for obs in calls)
     steps = [event for event in await runner.trace(report.thread_id) if event["kind"] in ("node", "call")]
-    assert [event["node"] for event in steps][3:3 + 2 * reads + 1] == ["act", "execute"] * reads + ["act"]
+    assert [event["node"] for event in steps][2:2 + 2 * reads + 1] == ["act", "execute"] * reads + ["act"]  # after intake, validate_plan
     assert await _checkpoints(runner, report.thread_id) == len(steps) + 2  # one per step, the input's and START's
     assert (await replay_run(runner.pool, report.thread_id, runner.graph)).valid
 
@@ -49,12 +49,12 @@ async def test_a_turn_of_two_writes_grounds_between_its_waves_without_asking_the
     """Writes go one wave each: act grounds the first wave alone (status `observe`, no model call)
     and sends the second; the actor is asked again only once both are grounded."""
     writes = [{"name": "workspace__write_file", "args": {"path": f"out{n}.md", "content": f"v{n}\n"}} for n in (1, 2)]
-    report = await run_script({"planner": [PLAN_ONE_STEP], "actor": [step(calls=writes), step("done")], "critic": [CRITIC_PASS]})
+    report = await run_script({"actor": [step(calls=writes), step("done")]})
     assert report.status == Terminal.SUCCESS
     assert (workspace / "out1.md").read_text() == "v1\n" and (workspace / "out2.md").read_text() == "v2\n"
     events = [event for event in await runner.trace(report.thread_id) if event["kind"] in ("node", "call")]
-    assert [event["node"] for event in events][3:8] == ["act", "execute", "act", "execute", "act"]
-    between = events[5]["data"]
+    assert [event["node"] for event in events][2:7] == ["act", "execute", "act", "execute", "act"]  # after intake, validate_plan
+    between = events[4]["data"]
     assert "context" not in between and between["budget"]["tokens"] == 0  # grounded the first write only: no model request
     assert report.values["usage"]["calls_by_role"]["actor"] == 2
     writes_seen = [obs for obs in report.values["observations"] if obs.get("tool") == "workspace__write_file"]
