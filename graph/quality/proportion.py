@@ -17,8 +17,8 @@ the criteria no check covers (a check covers the criterion it is named after), a
 is none left.
 
 The critic, decided by verify once the verdict is in, on triggers only (`always` runs it anyway):
-the verification failed or gave no verdict, judge samples disagreed, sources conflict, a tool call or
-a post-condition failed, the output was repaired, a side effect ran that is irreversible or that the
+the verification failed or gave no verdict, judge samples disagreed, sources conflict, a tool call
+failed, a side effect was not verified (its post-condition failed, or a human answered in its place), the output was repaired, a side effect ran that is irreversible or that the
 policy held for a human's approval, or the confidence without a critic is below the commit threshold.
 The critic runs after the judge, not beside it, because most of its triggers are the judge's verdict
 and its brief carries the verifier's findings.
@@ -165,8 +165,9 @@ def triggers(state: dict[str, Any]) -> list[str]:
     acted = [obs for obs in state.get("observations", []) if obs.get("phase") != "verify"]
     if failed := sorted({obs["tool"] for obs in acted if obs.get("status") in FAILED_STATUSES}):
         found.append("tool calls failed: " + ", ".join(failed))
-    if broken := sorted({obs["tool"] for obs in acted if str(obs.get("postcondition") or "").startswith("failed")}):
-        found.append("post-conditions failed: " + ", ".join(broken))
+    if unverified := sorted({obs["tool"] for obs in acted if obs.get("side_effect") and obs.get("status") == "ok"
+                             and obs.get("stage") not in ("verified", "committed")}):
+        found.append("side effects not verified (a failed post-condition, or a human's answer in place of the call): " + ", ".join(unverified))
     if quality.get("repairs"):
         found.append(f"the output was repaired {len(quality['repairs'])} time(s)")
     if risky := risky_effects(state):

@@ -120,7 +120,8 @@ ASK_WRITES = {"rules": [{"id": "review-writes", "action": "ask", "tool": "write_
 async def test_a_required_step_a_human_rejected_ends_permission_denied_once_the_actor_answers_without_it(run_script, runner, workspace):
     """The actor reads the rejection and gives its answer anyway: the run ends PERMISSION_DENIED at
     that answer, naming the rejection — not a repair loop ending REPEATED_FAILURE."""
-    waiting = await run_script({"planner": [PLAN_WRITE], "actor": [step(calls=[WRITE]), step("summary.md is written.")]}, policy=ASK_WRITES)
+    waiting = await run_script({"planner": [PLAN_WRITE], "actor": [step(calls=[WRITE]), step("summary.md is written.")]}, policy=ASK_WRITES,
+                               planning="always")
     [item] = waiting.interrupts
     done = await runner.resume(waiting.thread_id, decisions={item["id"]: {"decision": "reject", "message": "not this file"}})
     assert done.status == Terminal.PERMISSION_DENIED
@@ -152,7 +153,7 @@ async def test_a_human_respond_is_observed_never_verified_and_does_not_complete_
     move = {"name": "workspace__move_file", "args": {"source": "notes.md", "destination": "archive.md"}}
     waiting = await run_script({"planner": [plan] * 4, "actor": [step(calls=[move])] + [step("notes.md is now archive.md.")] * 8,
                                 "judge": [JUDGE_PASS] * 4, "critic": [CRITIC_PASS] * 4},
-                               policy={"rules": [{"id": "ask-moves", "action": "ask", "tool": "move_file"}]})
+                               policy={"rules": [{"id": "ask-moves", "action": "ask", "tool": "move_file"}]}, planning="always")
     [item] = waiting.interrupts
     done = await runner.resume(waiting.thread_id, decisions={item["id"]: {"decision": "respond", "result": "moved", "approver": "ana"}})
     (answered,) = [obs for obs in done.values["observations"] if obs.get("tool") == "workspace__move_file"]

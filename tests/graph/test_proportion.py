@@ -118,7 +118,7 @@ async def test_a_write_whose_post_condition_fails_triggers_the_critic(run_script
                               task={"goal": "Store the report", "budget": {"repairs": 0}},
                               servers=servers, policy={"rules": [{"id": "writes", "action": "allow", "tool": "write_file"}]}, unattended=True)
     assert calls(report) == {"actor": 2, "critic": 1}
-    assert report.values["control"]["critique"]["triggers"] == ["post-conditions failed: store__write_file"]
+    assert report.values["control"]["critique"]["triggers"] == ["side effects not verified (a failed post-condition, or a human's answer in place of the call): store__write_file"]
     assert report.status != Terminal.SUCCESS
 
 
