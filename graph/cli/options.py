@@ -38,6 +38,9 @@ ServersOpt = Annotated[Optional[Path], typer.Option("--servers", help="MCP serve
 PolicyOpt = Annotated[Optional[Path], typer.Option("--policy", help="Permission rules file (JSON): {\"rules\": [{\"action\", \"server\", \"tool\", \"arguments\", \"id\"}]}.")]
 UnattendedOpt = Annotated[bool, typer.Option("--unattended", help="No human: every ask becomes deny; never waits.")]
 UserOpt = Annotated[Optional[str], typer.Option("--user", help="Tenant/user scope the run acts for (recorded in its trace; the default approver).")]
+PlanningOpt = Annotated[Optional[str], typer.Option("--planning", help="auto (plan complex tasks only; the default) | always | never (no planner call, re-plans included).")]
+JudgeOpt = Annotated[Optional[str], typer.Option("--judge", help="auto (judge only the criteria no check covers; the default) | always.")]
+CritiqueOpt = Annotated[Optional[str], typer.Option("--critique", help="auto (the critic runs on a trigger only; the default) | always.")]
 ApprovalTimeoutOpt = Annotated[Optional[float], typer.Option("--approval-timeout", help="Seconds an approval may wait; later decisions count as rejections.")]
 
 
@@ -54,7 +57,7 @@ def settings_from(options: dict[str, Any]) -> RunSettings:
         if not math.isfinite(timeout) or timeout < 0:
             raise ConfigError(f"--approval-timeout {timeout:g} is not a number of seconds, 0 or more; e.g. --approval-timeout 3600")
         values["approval_timeout_s"] = timeout
-    for key in ("base_url", "script", "user"):
+    for key in ("base_url", "script", "user", "planning", "judge", "critique"):
         if options.get(key):
             values[key] = str(options[key])
     if options["servers"]:

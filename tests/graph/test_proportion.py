@@ -4,6 +4,7 @@ recorded with the reason."""
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 
@@ -13,6 +14,7 @@ from boundloop.graph.cli.progress import render_report
 from boundloop.graph.console import timeline
 from boundloop.graph.core.status import Terminal
 from tests.graph.conftest import CRITIC_FAIL, CRITIC_PASS, JUDGE_PASS, PLAN_ONE_STEP, READ_NOTES, step
+from tests.graph.test_cli import boundloop
 
 WRITE_SUMMARY = {"name": "workspace__write_file", "args": {"path": "summary.md", "content": "- Ana: publish the notes\n"}}
 NAMES_ANA = "summary.md names Ana"
@@ -159,3 +161,17 @@ async def test_show_says_the_judge_ran_for_a_criterion_no_check_covers(run_scrip
     out = Console(record=True, width=300)
     render_report(out, judged)
     assert "judge: ran — 1 of 1 criteria have no deterministic check" in out.export_text()
+
+
+def test_the_command_line_sets_planning_and_show_says_why(db_url, tmp_path, workspace):
+    script = tmp_path / "never.json"
+    script.write_text(json.dumps({"model_id": "scripted-test", "roles": {"actor": [step("Ana publishes the notes")], "judge": [JUDGE_PASS]}}))
+    common = ["--database-url", db_url]
+    ran = boundloop("run", "Summarize notes.md", "-c", "names Ana", "-c", "is one line", "--planning", "never", "--script", str(script),
+                    "--workspace", str(workspace), "--json", *common)
+    assert ran.returncode == 0, ran.stderr
+    report = json.loads(ran.stdout)
+    assert report["usage"]["calls_by_role"] == {"actor": 1, "judge": 1}
+    shown = boundloop("show", report["run_id"], *common)
+    assert "plan: skipped — the run's settings ask for planning: never" in shown.stdout
+    assert "judge: ran — 2 of 2 criteria have no deterministic check" in shown.stdout
