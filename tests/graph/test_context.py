@@ -47,7 +47,7 @@ async def test_a_long_run_stays_bounded_and_keeps_every_must_keep_item(run_scrip
     task = {"acceptance_criteria": ["names the owner"],
             "budget": {"model_turns": None, "tool_calls": None, "input_tokens": None, "wall_clock_s": None,
                        "tool_result_chars": None, "context_tokens": LIMIT}}
-    report = await run_script(long_script(CALLS), task=task, unattended=True)
+    report = await run_script(long_script(CALLS), task=task, unattended=True, planning="always")  # the plan is in the record
     assert report.status == Terminal.SUCCESS, report.values.get("ending")
 
     events = await runner.trace(report.thread_id)
@@ -93,7 +93,7 @@ async def test_compaction_that_cannot_make_room_halts_before_the_call(run_script
     """A limit the must-keep state alone passes: the run stops BUDGET_EXHAUSTED on context_tokens,
     and the actor is never sent the oversized request. The planner's call was measured."""
     report = await run_script({"planner": [PLAN_ONE_STEP], "actor": [step("never sent")]},
-                              task={"budget": {"context_tokens": 2_000}}, unattended=True)
+                              task={"budget": {"context_tokens": 2_000}}, unattended=True, planning="always")
     assert report.status == Terminal.BUDGET_EXHAUSTED
     assert report.values["ending"]["dimension"] == "context_tokens"
     assert report.values["ending"]["reason"].startswith("context_tokens: the run's must-keep state alone needs ")
