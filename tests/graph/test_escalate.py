@@ -37,7 +37,7 @@ async def test_a_declined_extension_ends_the_run_with_the_budget_status(run_scri
 
 async def test_missing_information_is_asked_and_the_answer_reaches_the_planner(run_script, runner):
     blocked = step({"steps": [], "blocked": {"code": "MISSING_INFO", "reason": "which file should I summarize?"}})
-    waiting = await run_script({"planner": [blocked, PLAN_ONE_STEP], "actor": [step(calls=[READ_NOTES]), FINAL], "critic": [CRITIC_PASS]})
+    waiting = await run_script({"planner": [blocked, PLAN_ONE_STEP], "actor": [step(calls=[READ_NOTES]), FINAL]}, planning="always")
     assert waiting.status == Terminal.MISSING_INFO and waiting.waiting
     [item] = waiting.interrupts
     assert item["value"]["question"] == "planner reports MISSING_INFO: which file should I summarize?"
@@ -50,7 +50,7 @@ async def test_missing_information_is_asked_and_the_answer_reaches_the_planner(r
 async def test_a_result_in_the_review_band_waits_for_review_and_a_rejection_rolls_back(run_script, runner, workspace):
     middling = step({"scores": {"correctness": 0.8, "completeness": 0.7, "coherence": 0.75, "safety": 0.95}})
     write = {"name": "workspace__write_file", "args": {"path": "summary.md", "content": "draft"}}
-    waiting = await run_script({"planner": [PLAN_ONE_STEP], "actor": [step(calls=[write]), FINAL], "critic": [middling]})
+    waiting = await run_script({"actor": [step(calls=[write]), FINAL], "critic": [middling]}, critique="always")
     assert waiting.status == Terminal.REVIEW_REQUIRED and waiting.waiting
     [item] = waiting.interrupts
     assert item["value"]["type"] == "review" and item["value"]["output"] == "Ana publishes the notes."
@@ -63,7 +63,7 @@ async def test_a_result_in_the_review_band_waits_for_review_and_a_rejection_roll
 
 async def test_an_accepted_review_commits(run_script, runner):
     middling = step({"scores": {"correctness": 0.8, "completeness": 0.7, "coherence": 0.75, "safety": 0.95}})
-    waiting = await run_script({"planner": [PLAN_ONE_STEP], "actor": [FINAL], "critic": [middling]})
+    waiting = await run_script({"actor": [FINAL], "critic": [middling]}, critique="always")
     done = await runner.resume(waiting.thread_id, decisions={waiting.interrupts[0]["id"]: {"accept": True, "approver": "ana"}})
     assert done.status == Terminal.SUCCESS
     assert waiting.values["ending"]["reason"] == "confidence 0.876, but a human must see it: safety score 0.95 is below 0.98"

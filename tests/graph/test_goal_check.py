@@ -63,7 +63,7 @@ async def test_fabricated_evidence_does_not_save_a_run_without_progress(run_scri
     """Two turns of failing reads (different files, so no single call loops). The goal_check model says all is
     well and cites the failed call and one that never ran: both are ignored, and the run ends before the actor's third turn."""
     report = await run_script(
-        {"planner": [PLAN_ONE_STEP], "actor": [read("a.md"), read("b.md"), read("c.md")],
+        {"actor": [read("a.md"), read("b.md"), read("c.md")],
          "goal_check": [verdict(True, "reading the files is progress", ["a0.0", "a9.9"])]},
         goal_check_every=2, unattended=True,
     )
@@ -75,8 +75,8 @@ async def test_fabricated_evidence_does_not_save_a_run_without_progress(run_scri
     assert record["signals"] == {"verified_observations": 0, "plan_steps_done": 0, "repair_gains": 0}
     assert record["model"]["verdict"]["evidence"] == [] and record["model"]["verdict"]["ignored_evidence"] == ["a0.0", "a9.9"]
     usage = report.values["usage"]
-    assert usage["calls_by_role"] == {"planner": 1, "actor": 2, "goal_check": 1}  # the actor was not asked a third time
-    assert usage["model_turns"] == 4 and usage["input_tokens"] == 100 + 2 * 100 + 70 and usage["output_tokens"] == 20 + 2 * 10 + 9
+    assert usage["calls_by_role"] == {"actor": 2, "goal_check": 1}  # the actor was not asked a third time
+    assert usage["model_turns"] == 3 and usage["input_tokens"] == 2 * 100 + 70 and usage["output_tokens"] == 2 * 10 + 9
     assert [obs["status"] for obs in report.values["observations"]] == ["tool_error", "tool_error"]
 
 
