@@ -147,10 +147,10 @@ async def test_a_passing_check_is_charged_and_in_a_complete_replayable_trace(run
 
 
 async def test_a_question_the_budget_cannot_afford_is_skipped_and_recorded(run_script):
-    """Three model turns: the planner and the first actor turn leave one, which the actor's second turn needs."""
+    """Two model turns: the first actor turn leaves one, which the actor's second turn needs."""
     report = await run_script(
-        {"planner": [PLAN_ONE_STEP], "actor": [step(calls=[READ_NOTES]), FINAL], "goal_check": [verdict(False, "never asked")]},
-        task={"budget": {"model_turns": 3}}, goal_check_every=1, unattended=True,
+        {"actor": [step(calls=[READ_NOTES]), FINAL], "goal_check": [verdict(False, "never asked")]},
+        task={"budget": {"model_turns": 2}}, goal_check_every=1, unattended=True,
     )
     record = report.values["goal_check"]
     assert record["decision"] == "continue" and record["model"]["outcome"] == "skipped"
