@@ -35,7 +35,7 @@ def _waiting_run(db_url, workspace, tmp_path, thread_id: str) -> Iterator[tuple[
         env = _env(LANGSMITH_TRACING="true", LANGSMITH_ENDPOINT=url, LANGSMITH_API_KEY="test-key")
         common = ("--database-url", db_url, "--json")
         started = boundloop("run", "Summarize notes.md", "--profile", "coding_assistant", "--model", "scripted", "--script", str(script),
-                            "--workspace", str(workspace), "--thread", thread_id, *common, env=env)
+                            "--workspace", str(workspace), "--thread", thread_id, "--planning", "always", *common, env=env)
         assert json.loads(started.stdout)["status"] == "CONFIRM_REQUIRED", started.stderr
         yield capture, env, common
 

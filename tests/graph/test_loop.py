@@ -24,10 +24,11 @@ async def _finalize_events(runner, report):
 
 
 async def test_a_task_plans_acts_verifies_and_commits_with_a_hash_and_provenance(run_script, runner):
-    """One read, a final answer, judge and critic pass: SUCCESS with exactly one terminal status."""
+    """One read, a final answer, judge and critic pass: SUCCESS with exactly one terminal status. The task
+    asks for a plan and a critique, so every phase of the loop runs."""
     report = await run_script(
         {"planner": [PLAN_READ_NOTES], "actor": [step(calls=[READ_NOTES]), FINAL], "judge": [JUDGE_PASS], "critic": [CRITIC_PASS]},
-        task={"acceptance_criteria": ["names the owner"]},
+        task={"acceptance_criteria": ["names the owner"]}, planning="always", critique="always",
     )
     assert report.status == Terminal.SUCCESS
     result = report.result
@@ -59,15 +60,15 @@ async def test_every_tool_call_gets_exactly_one_result_even_unknown_tools_and_ba
 
 
 async def test_model_turns_trip_exactly_at_the_bound(run_script):
-    """With model_turns=3: planner + two actor turns run, the third actor turn never happens."""
+    """With model_turns=2: two actor turns run, the third never happens."""
     report = await run_script(
-        {"planner": [PLAN_ONE_STEP], "actor": [step(calls=[READ_NOTES]), step(calls=[{"name": "workspace__list_files", "args": {}}])]},
-        task={"budget": {"model_turns": 3}}, unattended=True,
+        {"actor": [step(calls=[READ_NOTES]), step(calls=[{"name": "workspace__list_files", "args": {}}])]},
+        task={"budget": {"model_turns": 2}}, unattended=True,
     )
     assert report.status == Terminal.BUDGET_EXHAUSTED
-    assert report.values["usage"]["model_turns"] == 3
-    assert report.values["ending"]["reason"] == "budget.model_turns exhausted: 3 of 3 used."
-    assert "--budget model_turns=5" in report.values["ending"]["next_safe_action"]
+    assert report.values["usage"]["model_turns"] == 2
+    assert report.values["ending"]["reason"] == "budget.model_turns exhausted: 2 of 2 used."
+    assert "--budget model_turns=4" in report.values["ending"]["next_safe_action"]
     assert report.result["kind"] == "failure" and len(_tool_messages(report)) == 2
 
 
