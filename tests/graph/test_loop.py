@@ -181,7 +181,7 @@ async def test_the_output_schema_is_a_hard_gate_before_the_judge(run_script):
 
 async def test_an_invalid_plan_is_replanned_then_ends_impossible_when_tools_are_missing(run_script):
     bad = step({"steps": [{"id": "s1", "description": "deploy", "tools": ["k8s__deploy"]}], "blocked": None})
-    report = await run_script({"planner": [bad, bad]}, task={"budget": {"replans": 1}})
+    report = await run_script({"planner": [bad, bad]}, task={"budget": {"replans": 1}}, planning="always")
     assert report.status == Terminal.IMPOSSIBLE
     assert report.values["usage"]["replans"] == 1
     assert "step s1: tool 'k8s__deploy' does not exist" in report.values["ending"]["reason"]
@@ -190,14 +190,14 @@ async def test_an_invalid_plan_is_replanned_then_ends_impossible_when_tools_are_
 async def test_a_cyclic_plan_is_rejected_with_the_cycle_named(run_script):
     cyclic = step({"steps": [{"id": "a", "description": "x", "depends_on": ["b"], "tools": ["workspace__read_file"]},
                              {"id": "b", "description": "y", "depends_on": ["a"], "tools": ["workspace__read_file"]}]})
-    report = await run_script({"planner": [cyclic]}, task={"budget": {"replans": 0}})
+    report = await run_script({"planner": [cyclic]}, task={"budget": {"replans": 0}}, planning="always")
     assert report.status == Terminal.VALIDATION_FAIL
     assert "dependency cycle a -> b -> a" in report.values["ending"]["reason"]
 
 
 async def test_the_planner_can_hand_back_missing_information(run_script):
     blocked = step({"steps": [], "blocked": {"code": "MISSING_INFO", "reason": "which file?"}})
-    report = await run_script({"planner": [blocked]}, unattended=True)
+    report = await run_script({"planner": [blocked]}, unattended=True, planning="always")
     assert report.status == Terminal.MISSING_INFO and not report.waiting
     assert report.values["ending"]["reason"] == "planner reports MISSING_INFO: which file?"
 
@@ -205,7 +205,7 @@ async def test_the_planner_can_hand_back_missing_information(run_script):
 async def test_evidence_steps_run_before_acting_and_are_kept_with_their_source(run_script):
     plan = step({"steps": [{"id": "e", "description": "read", "tools": ["workspace__read_file"],
                             "evidence": {"tool": "workspace__read_file", "args": {"path": "notes.md"}}}]})
-    report = await run_script({"planner": [plan], "actor": [FINAL], "critic": [CRITIC_PASS]})
+    report = await run_script({"planner": [plan], "actor": [FINAL], "critic": [CRITIC_PASS]}, planning="always")
     assert report.status == Terminal.SUCCESS
     assert report.values["evidence"] == [{"step_id": "e", "call_id": "r.e", "tool": "workspace__read_file", "ok": True}]
     assert "Ana: publish the notes" in report.values["observations"][0]["excerpt"]

@@ -117,7 +117,7 @@ async def test_the_write_gate_is_a_step_only_when_the_answer_proposes_memories(r
         report = await run_script({}, script=str(script))
         assert report.status == Terminal.SUCCESS, number
         path = [event["node"] for event in await runner.trace(report.thread_id) if event["kind"] in STEP_KINDS]
-        assert path[-3:] == (["commit", "remember", "finalize"] if gated else ["critique", "commit", "finalize"]), (number, path)
+        assert path[-3:] == (["commit", "remember", "finalize"] if gated else ["verify", "commit", "finalize"]), (number, path)
         verdicts = await decisions(runner, report.thread_id)
         assert [item["promoted"] for item in verdicts] == ([False] if gated else []), number
         if gated:

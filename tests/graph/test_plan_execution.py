@@ -41,7 +41,7 @@ async def test_a_call_for_a_step_whose_dependency_is_not_done_is_refused_then_do
         {"planner": [step({"steps": WRITE_THEN_READ})],
          "actor": [step(calls=[read("a.md")]), step(calls=[write("a.md", "A\\n")]), step(calls=[read("a.md")]), step("a.md says A")],
          "critic": [CRITIC_PASS]},
-        policy=ALLOW_WRITES,
+        policy=ALLOW_WRITES, planning="always",
     )
     assert report.status == Terminal.SUCCESS
     refused = _results(report)["call_actor_0_0"]
@@ -58,7 +58,7 @@ async def test_a_call_for_a_step_whose_dependency_is_not_done_is_refused_then_do
 async def test_the_actor_brief_shows_the_ready_set_and_what_each_step_waits_for(run_script):
     report = await run_script(
         {"planner": [step({"steps": WRITE_THEN_READ})], "actor": [step("nothing to do")]},
-        policy=ALLOW_WRITES, task={"budget": {"repairs": 0}}, unattended=True,
+        policy=ALLOW_WRITES, task={"budget": {"repairs": 0}}, unattended=True, planning="always",
     )
     brief = str(model_for(report.values["settings"]).last_request("actor")[1].content)
     assert "- [pending] s1: write a.md\n- [pending] s2: read a.md back (waits for s1)\nReady now: s1" in brief
@@ -70,7 +70,7 @@ async def test_calls_sent_together_run_in_dependency_order_within_the_turn(run_s
     report = await run_script(
         {"planner": [step({"steps": WRITE_THEN_READ})],
          "actor": [step(calls=[write("a.md", "A\\n"), read("a.md")]), step("a.md says A")], "critic": [CRITIC_PASS]},
-        policy=ALLOW_WRITES,
+        policy=ALLOW_WRITES, planning="always",
     )
     assert report.status == Terminal.SUCCESS
     results = _results(report)
@@ -85,7 +85,7 @@ async def test_a_held_call_whose_dependency_failed_in_its_turn_is_refused_unsent
     (workspace / "a.md").mkdir()
     report = await run_script(
         {"planner": [step({"steps": WRITE_THEN_READ})], "actor": [step(calls=[write("a.md", "A\\n"), read("a.md")])]},
-        policy=ALLOW_WRITES, task={"budget": {"model_turns": 2}}, unattended=True,
+        policy=ALLOW_WRITES, task={"budget": {"model_turns": 2}}, unattended=True, planning="always",
     )
     assert report.status == Terminal.BUDGET_EXHAUSTED
     held = _results(report)["call_actor_0_1"]
@@ -108,7 +108,7 @@ async def test_independent_read_only_steps_run_in_one_parallel_wave_before_the_s
     calls = [read("f1.md"), read("f2.md"), read("f3.md"), write("summary.md", "three files\\n")]
     report = await run_script(
         {"planner": [step({"steps": steps})], "actor": [step(calls=calls), step("summarized")], "critic": [CRITIC_PASS]},
-        policy=ALLOW_WRITES,
+        policy=ALLOW_WRITES, planning="always",
     )
     assert report.status == Terminal.SUCCESS
     supersteps = {event["data"]["call"]["call_id"]: event["data"]["step"] for event in await runner.trace(report.thread_id)
@@ -125,7 +125,7 @@ async def test_a_step_the_plan_keeps_out_of_parallel_waves_runs_its_read_alone(r
               "parallel": n != 2} for n in (1, 2, 3, 4)]
     report = await run_script(
         {"planner": [step({"steps": steps})], "actor": [step(calls=[read(f"f{n}.md") for n in (1, 2, 3, 4)]), step("read")],
-         "critic": [CRITIC_PASS]},
+         "critic": [CRITIC_PASS]}, planning="always",
     )
     assert report.status == Terminal.SUCCESS
     supersteps = {event["data"]["call"]["call_id"]: event["data"]["step"] for event in await runner.trace(report.thread_id)
@@ -153,7 +153,7 @@ async def test_a_step_that_keeps_failing_is_replanned_alone_and_the_done_step_ne
          "actor": [step(calls=[write("a.md", "A\\n")]), step(calls=[write("b.md", "B\\n")]), step(calls=[write("b.md", "B, again\\n")]),
                    step(calls=[write("c.md", "C\\n")]), step(calls=[read("c.md")]), step("a.md and c.md written")],
          "critic": [CRITIC_PASS]},
-        policy=ALLOW_WRITES, task={"budget": {"side_effects": 10}},
+        policy=ALLOW_WRITES, task={"budget": {"side_effects": 10}}, planning="always",
     )
     assert report.status == Terminal.SUCCESS, report.values["ending"]
     plan = report.values["plan"]
@@ -178,7 +178,7 @@ async def test_a_step_that_keeps_failing_with_no_replan_left_ends_budget_exhaust
     steps = [{"id": "s1", "description": "write b.md", "tools": ["workspace__write_file"], "args": {"path": "b.md"}}]
     report = await run_script(
         {"planner": [step({"steps": steps})], "actor": [step(calls=[write("b.md", "B\\n")]), step(calls=[write("b.md", "B, again\\n")])]},
-        policy=ALLOW_WRITES, task={"budget": {"replans": 0}}, unattended=True,
+        policy=ALLOW_WRITES, task={"budget": {"replans": 0}}, unattended=True, planning="always",
     )
     assert report.status == Terminal.BUDGET_EXHAUSTED
     assert report.values["ending"]["dimension"] == "replans"
@@ -201,7 +201,7 @@ async def test_a_rejected_plan_is_repaired_step_by_step_and_the_valid_steps_are_
     report = await run_script(
         {"planner": [step({"steps": steps}), step({"steps": repaired})],
          "actor": [step(calls=[read("notes.md"), {"name": "workspace__list_files", "args": {}}]), step("Ana publishes the notes.")],
-         "critic": [CRITIC_PASS]},
+         "critic": [CRITIC_PASS]}, planning="always",
     )
     assert report.status == Terminal.SUCCESS
     plan = report.values["plan"]
@@ -220,7 +220,7 @@ async def test_a_replan_reply_that_is_not_a_plan_keeps_the_kept_steps_and_is_ask
     repaired = [{"id": "s2", "description": "summarize", "tools": [], "depends_on": ["s1"]}]
     report = await run_script(
         {"planner": [step({"steps": steps}), step("sorry, here is prose"), step({"steps": repaired})],
-         "actor": [step(calls=[read("notes.md")]), step("Ana publishes the notes.")], "critic": [CRITIC_PASS]},
+         "actor": [step(calls=[read("notes.md")]), step("Ana publishes the notes.")], "critic": [CRITIC_PASS]}, planning="always",
     )
     assert report.status == Terminal.SUCCESS
     plan = report.values["plan"]
