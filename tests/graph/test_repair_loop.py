@@ -31,7 +31,7 @@ async def test_a_retrieval_gap_named_by_the_critic_sends_the_actor_to_gather_evi
     gap = {"problem": "says nothing the notes support", "repair_hint": "read notes.md", "root_cause": "RETRIEVAL_GAP"}
     report = await run_script(
         {"planner": [PLAN_ONE_STEP], "actor": [step("Someone publishes."), step(calls=[READ_NOTES]), FINAL],
-         "critic": [critic(0.3, gap), CRITIC_PASS]}, unattended=True,
+         "critic": [critic(0.3, gap), CRITIC_PASS]}, unattended=True, critique="always",
     )
     assert report.status == Terminal.SUCCESS
     [(line, diagnosis)] = feedback(report)
@@ -61,7 +61,7 @@ async def test_a_recurring_class_escalates_from_rewrite_to_a_replan_that_reaches
     report = await run_script(
         {"planner": [PLAN_ONE_STEP, PLAN_ONE_STEP], "actor": [step("draft one"), step("draft two"), FINAL],
          "judge": [judge_fail("owner missing"), judge_fail("still no owner"), JUDGE_PASS], "critic": [CRITIC_FAIL, CRITIC_FAIL, CRITIC_PASS]},
-        task=CRITERIA, unattended=True,
+        task=CRITERIA, unattended=True, critique="always", planning="always",
     )
     assert report.status == Terminal.SUCCESS, report.values["ending"]
     assert [repair["strategy"] for repair in report.values["quality"]["repairs"]] == ["SECTION_REWRITE", "REPLAN"]
@@ -124,7 +124,7 @@ def _stalling_critics() -> list[dict]:
 async def test_a_stalled_repair_loop_stops_early_keeping_the_best_output(run_script):
     report = await run_script(
         {"planner": [PLAN_ONE_STEP], "actor": [step("draft one"), step("draft two"), step("draft three")], "critic": _stalling_critics()[:3]},
-        task={"budget": {"repairs": 10, "replans": 0}}, unattended=True,
+        task={"budget": {"repairs": 10, "replans": 0}}, unattended=True, critique="always",
     )
     assert report.status == Terminal.VALIDATION_FAIL
     assert report.values["usage"]["repairs"] == 2  # of 10
@@ -138,7 +138,7 @@ async def test_a_stall_escalates_to_one_replan_before_giving_up(run_script):
     report = await run_script(
         {"planner": [PLAN_ONE_STEP] * 2, "actor": [step("draft one"), step("draft two"), step("draft three"), step("draft four")],
          "critic": _stalling_critics()},
-        task={"budget": {"repairs": 10, "replans": 1}}, unattended=True,
+        task={"budget": {"repairs": 10, "replans": 1}}, unattended=True, critique="always", planning="always",
     )
     assert report.status == Terminal.VALIDATION_FAIL
     assert [repair["strategy"] for repair in report.values["quality"]["repairs"]] == ["SECTION_REWRITE", "SECTION_REWRITE", "REPLAN"]

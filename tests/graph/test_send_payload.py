@@ -59,7 +59,7 @@ async def test_the_task_gets_its_call_and_the_runs_settings_budget_and_tools_who
         return payloads[-1]
 
     monkeypatch.setattr(guards, "task_payload", recording)
-    report = await run_script({"planner": [PLAN_READ_NOTES], "actor": [step(calls=[READS[0]]), step("done")], "critic": [CRITIC_PASS]},
+    report = await run_script({"actor": [step(calls=[READS[0]]), step("done")]},
                               task={"budget": {"tool_calls": 7, "wall_clock_s": None}}, tool_timeout_s=12.5, max_result_chars=900,
                               user="ana", prices={"scripted-test": (1.0, 2.0)})
     assert report.status == Terminal.SUCCESS, report.values.get("ending")
@@ -69,7 +69,7 @@ async def test_the_task_gets_its_call_and_the_runs_settings_budget_and_tools_who
     assert task["settings"] == report.values["settings"] and task["budget"] == report.values["budget"]
     assert task["settings"]["prices"] == {"scripted-test": [1.0, 2.0]} and task["settings"]["tool_timeout_s"] == 12.5
     assert task["tools"] == report.values["tools"] and task["profile"] == report.values["task"]["profile"]
-    assert task["usage"]["model_turns"] == 2 and task["usage"]["tool_calls"] == 1  # the planner's and the actor's turns; this call reserved
+    assert task["usage"]["model_turns"] == 1 and task["usage"]["tool_calls"] == 1  # the actor's turn; this call reserved
 
 
 async def test_a_call_killed_after_acts_saved_step_runs_in_a_new_process_with_the_runs_settings(db_url, tmp_path):
