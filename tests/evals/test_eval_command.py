@@ -51,7 +51,7 @@ def scenario(name: str, mode: str, planner: dict[str, Any], actor: list[dict[str
 
 SUITE = {
     "name": "hand-checked",
-    "settings": {"prices": {"m": [2.0, 8.0]}},
+    "settings": {"prices": {"m": [2.0, 8.0]}, "planning": "always", "critique": "always"},  # every role runs: the hand count has them all
     "thresholds": {"correct_termination": {"min": 1.0}, "trajectory_efficiency": {"max": 1.05}},
     "scenarios": [
         # 11 steps on its golden path (act grounds the last results and gates its own calls; its answer proposes a
@@ -118,7 +118,8 @@ def test_a_bad_suite_file_is_one_line_and_exit_2(tmp_path: Path) -> None:
 async def test_a_scenario_can_run_against_an_openai_compatible_endpoint(db_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test-key")
     with FakeOpenAI() as fake:
-        suite = Suite.model_validate({"name": "endpoint", "settings": {"prices": {"fake-model": [2.0, 8.0]}}, "scenarios": [
+        suite = Suite.model_validate({"name": "endpoint", "settings": {"prices": {"fake-model": [2.0, 8.0]}, "planning": "always", "critique": "always"},
+                                      "scenarios": [
             {"name": "provider", "mode": "golden", "task": TASK, "workspace": NOTES,
              "endpoint": {"model": "fake-model", "base_url": fake.base_url}, "expect": {"terminal": "SUCCESS"}}]})
         async with Runner(db_url) as runner:

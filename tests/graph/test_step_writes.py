@@ -43,7 +43,7 @@ async def test_the_tool_loop_writes_no_channel_it_left_unchanged(run_script, run
     its reply alone); no status while it stays the same; no plan from act's grounding once the step is done and later reads change nothing in
     it; usage deltas without their zeros."""
     report = await run_script({"planner": [PLAN_READ_NOTES], "actor": [*(step(calls=[call]) for call in READS[:3]), step("done")],
-                               "critic": [CRITIC_PASS]})
+                               "critic": [CRITIC_PASS]}, planning="always")
     assert report.status == Terminal.SUCCESS
     writes = await _writes(runner, report.thread_id)
     act = {channel for node, channel, _ in writes if node == "act"}

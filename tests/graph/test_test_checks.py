@@ -71,7 +71,7 @@ async def test_a_failing_test_located_in_a_file_a_step_wrote_is_traced_to_that_s
                        step(calls=[write("calc.py", CALC.replace("a - b", "a + b"))]), step("fixed")],
              "critic": [CRITIC_FAIL, CRITIC_PASS]},
             task={"checks": [TESTS_PASS], "budget": {"side_effects": 10}}, servers=servers, workspace_root=str(root),
-            policy={"rules": [{"id": "writes", "action": "allow", "tool": "write_file"}]},
+            policy={"rules": [{"id": "writes", "action": "allow", "tool": "write_file"}]}, planning="always",
         )
     assert report.status == Terminal.SUCCESS, report.values["ending"]
     defect = report.values["quality"]["repairs"][0]["diagnosis"][0]

@@ -17,9 +17,10 @@ MOVE = {"name": "workspace__move_file", "args": {"source": "notes.md", "destinat
 
 
 async def _approved_run(run_script, runner):
-    """A read, then a move a human approves (coding_assistant asks for moves): a side effect with its ledger INTENT."""
+    """A read, then a move a human approves (coding_assistant asks for moves): a side effect with its ledger INTENT.
+    The run asks for a plan, so its trace has every phase."""
     waiting = await run_script({"planner": [PLAN_ONE_STEP], "actor": [step(calls=[READ_NOTES, MOVE]), step("done")], "critic": [CRITIC_PASS]},
-                               user="tenant-a/ana")
+                               user="tenant-a/ana", planning="always")
     [item] = waiting.interrupts
     done = await runner.resume(waiting.thread_id, decisions={item["id"]: {"decision": "approve"}})
     assert done.status == Terminal.SUCCESS

@@ -41,7 +41,7 @@ async def test_a_check_failing_on_s2s_file_replans_s2_and_s3_only_and_s1_runs_on
                    step("summary written"), step("summary written, again"),
                    step(calls=[write("summary.md", "Ana publishes\\n")]), step(calls=[read("summary.md")]), step("Ana publishes")],
          "critic": [CRITIC_FAIL, CRITIC_FAIL, CRITIC_PASS]},
-        policy=ALLOW_WRITES, task={"checks": [OWNER_CHECK], "budget": {"side_effects": 10}}, unattended=True,
+        policy=ALLOW_WRITES, task={"checks": [OWNER_CHECK], "budget": {"side_effects": 10}}, unattended=True, planning="always",
     )
     assert report.status == Terminal.SUCCESS, report.values["ending"]
     failures = [repair["diagnosis"][0] for repair in report.values["quality"]["repairs"]]
@@ -79,7 +79,7 @@ async def test_a_step_the_critic_names_is_reopened_and_a_step_it_invents_is_igno
          "actor": [step(calls=[write("a.md", "A\\n")]), step(calls=[write("summary.md", "someone publishes\\n")]), step(calls=[read("summary.md")]),
                    step("summary written"), step("summary written, again"), step(calls=[write("summary.md", "Ana publishes\\n")]), step("Ana publishes")],
          "critic": [critic_fail, critic_fail, CRITIC_PASS]},
-        policy=ALLOW_WRITES, task={"budget": {"side_effects": 10}}, unattended=True,
+        policy=ALLOW_WRITES, task={"budget": {"side_effects": 10}}, unattended=True, planning="always",
     )
     assert report.status == Terminal.SUCCESS, report.values["ending"]
     diagnosis = report.values["quality"]["repairs"][-1]["diagnosis"]
