@@ -27,6 +27,7 @@ and its brief carries the verifier's findings.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from typing import Any, Literal
 
 from boundloop.graph.quality.confidence import estimate, signals_of
@@ -113,12 +114,12 @@ def implicit_plan(task: dict[str, Any]) -> dict[str, Any]:
     return {"steps": [step], "blocked": None, "attempts": 0, "errors": [], "implicit": True}
 
 
-def planning_allowed(state: dict[str, Any]) -> bool:
+def planning_allowed(state: Mapping[str, Any]) -> bool:
     """Whether the planner may be asked at all (for a re-plan too): not when planning is `never`."""
     return ((state.get("control") or {}).get("planning") or {}).get("mode") != "never"
 
 
-def judged_criteria(state: dict[str, Any]) -> list[str] | None:
+def judged_criteria(state: Mapping[str, Any]) -> list[str] | None:
     """The criteria the judge checks; None when the judge is not needed. A run with no recorded
     decision judges every criterion it has."""
     decision = (state.get("control") or {}).get("judge")
@@ -128,7 +129,7 @@ def judged_criteria(state: dict[str, Any]) -> list[str] | None:
     return list(decision["criteria"]) if decision["run"] else None
 
 
-def critique_decision(state: dict[str, Any]) -> dict[str, Any]:
+def critique_decision(state: Mapping[str, Any]) -> dict[str, Any]:
     """The critic's decision from the state after verification: its triggers, and whether it runs."""
     decision = dict(((state.get("control") or {}).get("critique")) or {"mode": "auto"})
     found = triggers(state)
@@ -143,13 +144,13 @@ def critique_decision(state: dict[str, Any]) -> dict[str, Any]:
     return decision
 
 
-def critique_runs(state: dict[str, Any]) -> bool:
+def critique_runs(state: Mapping[str, Any]) -> bool:
     """Whether verify decided the critic runs; a run with no recorded decision runs it."""
     decision = (state.get("control") or {}).get("critique")
     return decision is None or decision.get("run") is not False
 
 
-def triggers(state: dict[str, Any]) -> list[str]:
+def triggers(state: Mapping[str, Any]) -> list[str]:
     """Every reason the output needs the critic (empty: none)."""
     quality = state.get("quality") or {}
     verification = quality.get("verification") or {}
@@ -177,7 +178,7 @@ def triggers(state: dict[str, Any]) -> list[str]:
     return found
 
 
-def risky_effects(state: dict[str, Any]) -> list[str]:
+def risky_effects(state: Mapping[str, Any]) -> list[str]:
     """Side effects that ran and are irreversible, or that the policy held for a human's approval."""
     held = {record["call_id"] for record in state.get("approvals", []) if record.get("run")}
     return sorted({
@@ -188,7 +189,7 @@ def risky_effects(state: dict[str, Any]) -> list[str]:
     })
 
 
-def phase_reasons(values: dict[str, Any]) -> list[dict[str, Any]]:
+def phase_reasons(values: Mapping[str, Any]) -> list[dict[str, Any]]:
     """For `boundloop show` and the console: whether each decided phase ran (its role's model calls) and why."""
     control = values.get("control")
     if not control:
