@@ -127,6 +127,13 @@ class RunSettings(BaseModel):
     """`scripted` for the offline scripted model, or an OpenAI-compatible model name (e.g. gpt-4o-mini)."""
     base_url: str | None = None
     """OpenAI-compatible endpoint; default from OPENAI_BASE_URL or the provider's."""
+    role_models: dict[Literal["planner", "actor", "judge", "critic"], str] = Field(default_factory=dict)
+    """A model per role over `model`, e.g. {"critic": "gpt-4o"}: a critic independent of the actor, a cheaper judge."""
+    fallback_models: dict[Literal["planner", "actor", "judge", "critic", "*"], str] = Field(default_factory=dict)
+    """The model a role calls when its own is unavailable (circuit open, retries spent, an error that is not
+    transient), per role or `*` for every role: a degraded mode, traced, counted per role and named in the ending."""
+    base_urls: dict[str, str] = Field(default_factory=dict)
+    """An OpenAI-compatible endpoint per model name, over `base_url`: for role or fallback models served elsewhere."""
     api_key_file: str | None = None
     """Absolute path of a JSON file whose `api_key` is the model's key (the CLI's --config file),
     read each time the model is built: a resumed run, in any process, uses the key it started with,

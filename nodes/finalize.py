@@ -28,6 +28,8 @@ from boundloop.nodes.verify import final_answer
 
 async def finalize(state: LoopState, services: Services) -> dict[str, Any]:
     outcome = state.get("ending") or tripped(state) or budget_ending(state)
+    if fallbacks := (state.get("usage") or {}).get("fallbacks_by_role"):
+        outcome = {**outcome, "degraded": degraded(fallbacks)}
     code = Terminal(outcome["code"])
     committed = code in (Terminal.SUCCESS, Terminal.PARTIAL_SUCCESS)
     artifact = {**state["result"], "kind": "result"} if committed else failure_report(state, outcome)
@@ -46,6 +48,11 @@ async def finalize(state: LoopState, services: Services) -> dict[str, Any]:
     if artifact != state.get("result"):  # commit's result is written once: a whole copy per write
         update["result"] = artifact
     return update
+
+
+def degraded(fallbacks: Mapping[str, int]) -> str:
+    """How the run ran degraded: which roles called their fallback model, how often."""
+    return "ran degraded: " + "; ".join(f"the {role} called its fallback model {count} time(s)" for role, count in sorted(fallbacks.items()))
 
 
 def failure_report(state: Mapping[str, Any], outcome: Mapping[str, Any]) -> dict[str, Any]:

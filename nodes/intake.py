@@ -14,6 +14,7 @@ from boundloop.graph.context import memory
 from boundloop.graph.quality import proportion
 from boundloop.graph.core.budget import Exhaustion, empty_usage
 from boundloop.graph.core.errors import BoundloopError, SettingsMissing
+from boundloop.graph.models import roles
 from boundloop.graph.models.catalog import api_of, model_id, price_of
 from boundloop.graph.core.profiles import budget_for
 from boundloop.graph.models.prompts import PROMPT_VERSION
@@ -58,8 +59,9 @@ async def intake(state: LoopState, runtime: Runtime[RunSettings], services: Serv
         offered = hosted.offering(hosted.load(settings.hosted_tools), policy)
     except ConfigError as error:
         return _refuse(Terminal.VALIDATION_FAIL, str(error), "Fix the hosted tools and run again.", settings_json)
-    if offered and api_of(settings_json) != "responses":
-        return _refuse(Terminal.VALIDATION_FAIL, NEEDS_RESPONSES.format(model=settings.model, api=api_of(settings_json)),
+    actor = roles.settings_for(settings_json, "actor")  # hosted tools go with the actor's requests
+    if offered and api_of(actor) != "responses":
+        return _refuse(Terminal.VALIDATION_FAIL, NEEDS_RESPONSES.format(model=actor["model"], api=api_of(actor)),
                        "Choose a Responses-API model for the run, or drop the hosted tools.", settings_json)
     control = proportion.decide(task.model_dump(mode="json"), settings_json)
     update: dict[str, Any] = {
@@ -89,7 +91,9 @@ async def intake(state: LoopState, runtime: Runtime[RunSettings], services: Serv
     }
     if not control["planning"]["plan"]:
         update["plan"] = proportion.implicit_plan(update["task"])
-    if budget.cost_usd is not None and price_of(settings_json, model) is None:
+    unpriced = [model_id(each) for each in roles.every_model(settings_json) if price_of(each, model_id(each)) is None]
+    if budget.cost_usd is not None and unpriced:
+        model = unpriced[0]
         exhaustion = Exhaustion("cost_usd", 0, budget.cost_usd, Terminal.BUDGET_EXHAUSTED, unpriced=True, model=model)
         update["ending"] = ending(
             Terminal.BUDGET_EXHAUSTED, f"budget.cost_usd cannot be computed: no price for model {model!r}.", exhaustion.next_safe_action,

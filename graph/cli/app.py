@@ -21,6 +21,7 @@ import typer
 
 from boundloop.checkpoints.cluster import state_dir
 from boundloop.graph.core.status import exit_code
+from boundloop.graph.models import roles
 from boundloop.graph.models.catalog import model_for
 from boundloop.graph.cli.running import err, guarded, out, with_runner
 from boundloop.graph.decisions import decision_from_flags
@@ -32,12 +33,14 @@ from boundloop.graph.cli.options import (
     CriteriaOpt,
     CritiqueOpt,
     DbFlag,
+    FallbackModelOpt,
     JsonFlag,
     JudgeOpt,
     ModelOpt,
     PlanningOpt,
     PolicyOpt,
     ProfileOpt,
+    RoleModelOpt,
     ScriptOpt,
     ServersOpt,
     UnattendedOpt,
@@ -74,6 +77,8 @@ def run(
     approval_timeout: ApprovalTimeoutOpt = None,
     user: UserOpt = None,
     planning: PlanningOpt = None,
+    role_model: RoleModelOpt = [],
+    fallback_model: FallbackModelOpt = [],
     judge: JudgeOpt = None,
     critique: CritiqueOpt = None,
     thread: Annotated[Optional[str], typer.Option("--thread", help="Run id (thread id) to use.")] = None,
@@ -240,7 +245,8 @@ async def _decide(runner: Runner, run_id: str, call_id: str, decision: dict[str,
 async def _model_usable(runner: Runner, run_id: str) -> None:
     """Refuse before a decision is used or a step runs when the run's model cannot be built here
     (its key file gone, say): the run keeps waiting, nothing is spent."""
-    model_for((await runner.report(run_id)).values.get("settings") or {})
+    for each in roles.every_model((await runner.report(run_id)).values.get("settings") or {}):
+        model_for(each)
 
 
 def _report_json(report: RunReport) -> dict[str, Any]:

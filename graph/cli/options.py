@@ -18,6 +18,7 @@ from pydantic import ValidationError
 
 from boundloop.graph.core.errors import ConfigError
 from boundloop.graph.decisions import budget_overrides
+from boundloop.graph.models import roles
 from boundloop.graph.models.catalog import model_for
 from boundloop.graph.task import RunSettings, Task
 from boundloop.tools.config import load_servers
@@ -38,6 +39,8 @@ ServersOpt = Annotated[Optional[Path], typer.Option("--servers", help="MCP serve
 PolicyOpt = Annotated[Optional[Path], typer.Option("--policy", help="Permission rules file (JSON): {\"rules\": [{\"action\", \"server\", \"tool\", \"arguments\", \"id\"}]}.")]
 UnattendedOpt = Annotated[bool, typer.Option("--unattended", help="No human: every ask becomes deny; never waits.")]
 UserOpt = Annotated[Optional[str], typer.Option("--user", help="Tenant/user scope the run acts for (recorded in its trace; the default approver).")]
+RoleModelOpt = Annotated[list[str], typer.Option("--role-model", help="A role's own model, ROLE=MODEL (planner, actor, judge, critic; repeatable), e.g. critic=gpt-4o.")]
+FallbackModelOpt = Annotated[list[str], typer.Option("--fallback-model", help="The model a role falls back to when its own is unavailable, ROLE=MODEL or *=MODEL (repeatable).")]
 PlanningOpt = Annotated[Optional[str], typer.Option("--planning", help="auto (plan complex tasks only; the default) | always | never (no planner call, re-plans included).")]
 JudgeOpt = Annotated[Optional[str], typer.Option("--judge", help="auto (judge only the criteria no check covers; the default) | always.")]
 CritiqueOpt = Annotated[Optional[str], typer.Option("--critique", help="auto (the critic runs on a trigger only; the default) | always.")]
@@ -60,6 +63,8 @@ def settings_from(options: dict[str, Any]) -> RunSettings:
     for key in ("base_url", "script", "user", "planning", "judge", "critique"):
         if options.get(key):
             values[key] = str(options[key])
+    for flag, key in (("role_model", "role_models"), ("fallback_model", "fallback_models")):
+        values[key] = {**values.get(key, {}), **_role_pairs(flag, options.get(flag) or [])}
     if options["servers"]:
         values["servers"] = str(options["servers"].resolve())  # read when a server starts: its secrets never enter the run's state
     elif isinstance(values.get("servers"), str):
@@ -73,6 +78,16 @@ def settings_from(options: dict[str, Any]) -> RunSettings:
         return RunSettings.model_validate(values)
     except ValidationError as error:
         raise ConfigError(f"config: {first_error(error)}") from None
+
+
+def _role_pairs(flag: str, pairs: list[str]) -> dict[str, str]:
+    chosen = {}
+    for pair in pairs:
+        role, sep, model = pair.partition("=")
+        if not sep or not role.strip() or not model.strip():
+            raise ConfigError(f"--{flag.replace('_', '-')} {pair!r} is not ROLE=MODEL; e.g. --{flag.replace('_', '-')} critic=gpt-4o")
+        chosen[role.strip()] = model.strip()
+    return chosen
 
 
 def task_from(options: dict[str, Any]) -> Task:
@@ -97,7 +112,8 @@ def task_from(options: dict[str, Any]) -> Task:
 
 def check_usable(settings: RunSettings) -> None:
     """Fail now, before any run exists, on a missing key, a bad script, policy or servers file."""
-    model_for(settings.model_dump(mode="json"))
+    for each in roles.every_model(settings.model_dump(mode="json")):
+        model_for(each)
     if settings.policy:
         load_policy(settings.policy)
     if settings.servers:

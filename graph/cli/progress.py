@@ -8,6 +8,7 @@ from rich.console import Console
 from rich.table import Table
 
 from boundloop.graph.core.budget import Budget, add_usage, used_of
+from boundloop.graph.models import roles
 from boundloop.graph.quality import proportion
 from boundloop.graph.trace.progress import phase_progress
 
@@ -65,8 +66,16 @@ def render_report(console: Console, report: Any) -> None:
         console.print(f"  why: {ending['reason']}")
     if ending.get("next_safe_action"):
         console.print(f"  next: {ending['next_safe_action']}")
+    if ending.get("degraded"):
+        console.print(f"  degraded: {ending['degraded']}")
     for row in proportion.phase_reasons(values):
         console.print(f"  {row['phase']}: {'ran' if row['ran'] else 'skipped'} — {row['reason']}")
+    if rows := roles.by_role(values):
+        table = Table("role", "model", "calls", "input tokens", "output tokens", "cost USD", "fallback calls", box=None, pad_edge=False)
+        for row in rows:
+            table.add_row(row["role"], row["model"], str(row["calls"]), str(row["input_tokens"]), str(row["output_tokens"]), f"{row['cost_usd']:.6g}",
+                          str(row["fallback_calls"]))
+        console.print(table)
     for item in report.interrupts:
         value = item["value"]
         console.print(f"  waiting: {value.get('type')} {value.get('name')} {value.get('args')}  (interrupt {item['id']})")

@@ -38,6 +38,7 @@ from boundloop.graph.console import inbox, timeline
 from boundloop.graph.console.forms import decision_from_form
 from boundloop.graph.console.tokens import Binding, TokenRefused, Tokens
 from boundloop.graph.core.errors import BoundloopError
+from boundloop.graph.models import roles
 from boundloop.graph.run.runner import Runner
 from boundloop.tools import secrets
 from boundloop.tools.errors import ToolsError
@@ -175,7 +176,7 @@ async def _run_page(console: Console, run_id: str, notice: str | None = None) ->
     drawn = timeline.build(trace, report.values, history)
     items = [_form(console, item) for item in await inbox.pending(runner, run_id)]
     values = secrets.redact({"ending": report.values.get("ending"), "result": report.values.get("result"), "goal": (report.values.get("task") or {}).get("goal")})
-    return console.page("run.html", report=report, values=values, timeline=drawn, items=items, notice=notice)
+    return console.page("run.html", report=report, values=values, timeline=drawn, items=items, notice=notice, roles=roles.by_role(values))
 
 
 async def _inbox_page(console: Console, error: str | None = None, status: int = 200) -> Response:

@@ -85,7 +85,7 @@ USAGE_COUNTERS = (
 )
 USAGE_PEAKS = ("context_tokens",)
 """Dimensions measured per call: the total keeps the largest, not the sum."""
-USAGE_MAPS = ("per_tool", "per_server", "calls_by_role")
+USAGE_MAPS = ("per_tool", "per_server", "calls_by_role", "input_tokens_by_role", "output_tokens_by_role", "cost_usd_by_role", "fallbacks_by_role")
 
 
 def empty_usage() -> dict[str, Any]:
@@ -241,6 +241,9 @@ def model_call_usage(
         "cost_usd": cost_usd or 0.0,
         "unpriced_model_calls": 0 if cost_usd is not None else 1,
         "calls_by_role": {role: 1},
+        "input_tokens_by_role": {role: input_tokens},
+        "output_tokens_by_role": {role: output_tokens},
+        "cost_usd_by_role": {role: cost_usd or 0.0},
     }
 
 

@@ -111,6 +111,11 @@ class Usage(TypedDict, total=False):
     per_tool: dict[str, int]
     per_server: dict[str, int]
     calls_by_role: dict[str, int]
+    input_tokens_by_role: dict[str, int]
+    output_tokens_by_role: dict[str, int]
+    cost_usd_by_role: dict[str, float]
+    fallbacks_by_role: dict[str, int]
+    """Calls a role made to its fallback model because its own was unavailable (graph/models/roles.py)."""
 
 
 class Step(TypedDict, total=False):
@@ -165,6 +170,8 @@ class Ending(TypedDict):
     limit: NotRequired[str]
     share: NotRequired[str]
     threshold: NotRequired[str]
+    degraded: NotRequired[str]
+    """Which roles called their fallback model because their own was unavailable."""
 
 
 ResumeTo = Literal["accepted_plan", "plan", "retrieve", "act", "commit", "repair"]

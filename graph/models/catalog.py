@@ -28,7 +28,7 @@ from langchain_core.runnables import RunnableConfig
 from pydantic import SecretStr
 
 from boundloop.checkpoints import store
-from boundloop.graph.models import size
+from boundloop.graph.models import roles, size
 from boundloop.graph.models import calls as model_calls
 from boundloop.graph.core.budget import (
     Budget,
@@ -184,16 +184,55 @@ async def call_model(
     options: dict[str, Any] | None = None,
     measure: tuple[int, str] | None = None,
 ) -> tuple[AIMessage, dict[str, Any]]:
-    """Call the run's model as `role`; return the reply and the update to add to state: the usage
-    delta and, when the model's circuit changed, the breaker state. `spent` is what earlier calls
-    of the same node cost (its usage counts for the call index and the retry budget). `options` are
-    request parameters sent with the tools (e.g. `max_tool_calls` for hosted tools). `measure` is
-    the request's `size.measure` when the caller took it already (a long conversation is
-    measured once per turn)."""
-    settings = state["settings"]
+    """Call `role`'s model (graph/models/roles.py); return the reply and the update to add to state:
+    the usage delta and, when a model's circuit changed, the breaker state. `spent` is what earlier
+    calls of the same node cost (its usage counts for the call index and the retry budget). `options`
+    are request parameters sent with the tools (e.g. `max_tool_calls` for hosted tools). `measure` is
+    the request's `size.measure` when the caller took it already (a long conversation is measured
+    once per turn). When the role's model is unavailable and the role has a fallback, the same
+    request goes to the fallback, and the update counts it in `usage.fallbacks_by_role`."""
+    spent = spent or {}
+    primary = roles.settings_for(state["settings"], role)
+    try:
+        return await _call(state, services, role, primary, messages, tools, spent, options, measure)
+    except model_calls.ModelCallFailed as failed:
+        lost = _attempts_update(failed.attempts, state)
+        backup = roles.fallback_for(state["settings"], role)
+        if backup is None or isinstance(failed, model_calls.DeadlineReached):
+            raise _no_reply(state, spent, lost, primary, role, failed) from None
+        reason = failed.reason
+    await store.append_trace(await services.pool(), current_run_id(), "model_fallback", node=PHASE_OF.get(role),
+                             data={"role": role, "model": primary["model"], "fallback": backup["model"], "reason": reason})
+    after_primary = {**spent, "usage": add_usage(spent.get("usage"), lost["usage"]), "breakers": breakers.merge(spent.get("breakers"), lost.get("breakers"))}
+    try:
+        reply, update = await _call(state, services, role, backup, messages, tools, after_primary, options, None)
+    except model_calls.ModelCallFailed as failed:
+        raise _no_reply(state, after_primary, _attempts_update(failed.attempts, state), backup, role, failed) from None
+    update["usage"] = add_usage(add_usage(update["usage"], lost["usage"]), {"fallbacks_by_role": {role: 1}})
+    if "breakers" not in update and lost.get("breakers"):
+        update["breakers"] = lost["breakers"]
+    return reply, update
+
+
+def _no_reply(state: Mapping[str, Any], spent: Mapping[str, Any], lost: dict[str, Any], settings: dict[str, Any], role: str,
+              failed: model_calls.ModelCallFailed) -> NoReply:
+    """The node's update when no model answered: what the node spent before, the failed attempts, the ending."""
+    return NoReply({**spent, **lost, "usage": add_usage(spent.get("usage"), lost["usage"]), "ending": _ending(state, settings, role, failed)})
+
+
+async def _call(
+    state: Mapping[str, Any],
+    services: Services,
+    role: str,
+    settings: dict[str, Any],
+    messages: Sequence[BaseMessage],
+    tools: list[dict[str, Any]] | None,
+    spent: dict[str, Any],
+    options: dict[str, Any] | None,
+    measure: tuple[int, str] | None,
+) -> tuple[AIMessage, dict[str, Any]]:
     model = model_for(settings)
     runnable = model.bind_tools(tools, **(options or {})) if tools else model
-    spent = spent or {}
     usage = add_usage(state.get("usage"), spent.get("usage"))
     index = usage["calls_by_role"].get(role, 0)
     config: RunnableConfig = {"metadata": {ROLE_KEY: role, INDEX_KEY: index}}
@@ -201,19 +240,14 @@ async def call_model(
     tokens, method = measure or size.measure(name, messages, tools)
     measured = size.record(spent.get("context") or state.get("context"), role, tokens, method, context_window_of(settings, name))
     retries = Budget.model_validate(state["budget"]).retries
-    try:
-        reply, attempts = await model_calls.invoke(
-            lambda: runnable.ainvoke(list(messages), config=config),
-            circuit=f"model:{model_id(settings)}",
-            breaker_state=breakers.merge(state.get("breakers"), spent.get("breakers")),
-            retries_left=None if retries is None else max(retries - usage.get("retries", 0), 0),
-            timeout_s=settings.get("model_timeout_s") or RunSettings.model_fields["model_timeout_s"].default,
-            on_retry=_trace_retry(services, role),
-        )
-    except model_calls.ModelCallFailed as failed:
-        update = _attempts_update(failed.attempts, state)
-        update["usage"] = add_usage(spent.get("usage"), update["usage"])
-        raise NoReply({**spent, **update, "ending": _ending(state, role, failed)}) from None
+    reply, attempts = await model_calls.invoke(
+        lambda: runnable.ainvoke(list(messages), config=config),
+        circuit=f"model:{name}",
+        breaker_state=breakers.merge(state.get("breakers"), spent.get("breakers")),
+        retries_left=None if retries is None else max(retries - usage.get("retries", 0), 0),
+        timeout_s=settings.get("model_timeout_s") or RunSettings.model_fields["model_timeout_s"].default,
+        on_retry=_trace_retry(services, role),
+    )
     update = _attempts_update(attempts, state)
     update["usage"] = add_usage(add_usage(update.get("usage"), _reply_usage(settings, role, messages, tools, reply)), size.usage_delta(tokens))
     update["context"] = measured
@@ -281,16 +315,16 @@ def _attempts_update(attempts: model_calls.Attempts, state: Mapping[str, Any]) -
     return update
 
 
-def _ending(state: Mapping[str, Any], role: str, failed: model_calls.ModelCallFailed) -> dict[str, str]:
+def _ending(state: Mapping[str, Any], settings: dict[str, Any], role: str, failed: model_calls.ModelCallFailed) -> dict[str, str]:
     if isinstance(failed, model_calls.DeadlineReached):
         limit = state["budget"]["wall_clock_s"]
         exhaustion = Exhaustion("wall_clock_s", limit, limit, Terminal.TIMEOUT)
         return ending(Terminal.TIMEOUT, f"{exhaustion.message} The {role} call was cut off: {failed.reason}.",
                       exhaustion.next_safe_action, dimension="wall_clock_s")
-    where = state["settings"].get("base_url") or os.environ.get("OPENAI_BASE_URL") or "the provider"
+    where = settings.get("base_url") or os.environ.get("OPENAI_BASE_URL") or "the provider"
     return ending(
         Terminal.UNAVAILABLE_DEP,
-        f"the model {model_id(state['settings'])!r} is unavailable to the {role}: {failed.reason}.",
+        f"the model {model_id(settings)!r} is unavailable to the {role}: {failed.reason}.",
         f"Check the model provider ({where}), its API key and model name; then continue the run with "
         f"`boundloop resume {current_run_id()}`.",
         dependency="model", resume_to=PHASE_OF[role],
