@@ -59,13 +59,18 @@ async def runner(db_url: str) -> Runner:
 
 @pytest.fixture
 def run_script(runner: Runner, workspace: Path, tmp_path: Path) -> RunScript:
-    """`await run_script(roles, task={...}, **settings)`: run a task against a script of `roles`."""
+    """`await run_script(roles, task={...}, **settings)`: run a task against a script of `roles`.
+
+    A script that scripts the planner or the critic is about those phases: its run asks for them
+    (`planning`, `critique` "always") unless the test chooses. Which phases a run enters by
+    itself is tested apart, with scripts that leave them out (test_proportion.py)."""
 
     async def run(roles: dict[str, list[dict[str, Any]]], *, task: dict[str, Any] | None = None, **settings: Any) -> RunReport:
         script = tmp_path / "script.json"
         script.write_text(json.dumps({"model_id": "scripted-test", "roles": roles}))
         chosen = Task.model_validate({"goal": "Summarize notes.md", **(task or {})})
-        chosen_settings = {"model": "scripted", "script": str(script), "workspace_root": str(workspace), **settings}
+        asked = {phase: "always" for role, phase in (("planner", "planning"), ("critic", "critique")) if roles.get(role)}
+        chosen_settings = {"model": "scripted", "script": str(script), "workspace_root": str(workspace), **asked, **settings}
         return await runner.start(chosen, RunSettings(**chosen_settings))
 
     return run

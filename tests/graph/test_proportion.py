@@ -8,6 +8,7 @@ import json
 import sys
 from pathlib import Path
 
+import pytest
 from rich.console import Console
 
 from boundloop.graph.cli.progress import render_report
@@ -24,6 +25,16 @@ SIMPLE = {"goal": "Write the action items of notes.md to summary.md", "acceptanc
 SIMPLE_ACTOR = [step(calls=[READ_NOTES]), step(calls=[WRITE_SUMMARY]), step("summary.md lists the action items")]
 SHORT_WRITE = Path(__file__).parents[1] / "faults" / "servers" / "short_write.py"
 DELETE_NOTES = {"name": "workspace__delete_file", "args": {"path": "notes.md"}}
+
+
+@pytest.fixture
+def run_script(run_script):
+    """Runs as a user's run would: the run decides its phases, whatever the script has for them."""
+
+    async def run(roles, **kwargs):
+        return await run_script(roles, **{"planning": None, "critique": None, **kwargs})
+
+    return run
 
 
 def calls(report) -> dict[str, int]:
