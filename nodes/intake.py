@@ -10,6 +10,7 @@ from typing import Any
 from langgraph.runtime import Runtime
 from pydantic import BaseModel, ValidationError
 
+from boundloop.graph.calls import task_check
 from boundloop.graph.context import memory
 from boundloop.graph.quality import proportion
 from boundloop.graph.core.budget import Exhaustion, empty_usage
@@ -55,6 +56,8 @@ async def intake(state: LoopState, runtime: Runtime[RunSettings], services: Serv
         policy = gateway.run_policy(settings_json, task.profile)
     except PolicyError as error:
         return _refuse(Terminal.VALIDATION_FAIL, str(error), "Fix the policy rules and run again.", settings_json)
+    if refusal := task_check.check(task.model_dump(mode="json"), registry.specs(), policy):
+        return _refuse(refusal.code, refusal.reason, refusal.next_safe_action, settings_json)
     try:
         offered = hosted.offering(hosted.load(settings.hosted_tools), policy)
     except ConfigError as error:
