@@ -88,7 +88,8 @@ def waiting_runs(live_console: LiveConsole, tmp_path_factory: pytest.TempPathFac
     """Scripted runs, started together by the console's runner, each on a workspace of its own
     (notes.md, other.md). list, approve, reject, tamper, edit: each waits for approval to delete
     notes.md; extend waits for a budget extension (one tool call allowed, two needed); ask waits
-    for missing information; elicit waits for an answer to an MCP server's question."""
+    for missing information; elicit waits for an answer to an MCP server's question. Each plans and is
+    critiqued, as its script says: the pages show every phase."""
     asks_to_delete = {"planner": [PLAN_ONE_STEP], "actor": [step(calls=[DELETE]), step("done")], "critic": [CRITIC_PASS]}
     runs_out = {"planner": [PLAN_ONE_STEP], "actor": [step(calls=[READ_NOTES]), step(calls=[LIST]), step(calls=[LIST]), step("done")], "critic": [CRITIC_PASS]}
     blocked = step({"steps": [], "blocked": {"code": "MISSING_INFO", "reason": "which file should I summarize?"}})
@@ -108,7 +109,8 @@ def waiting_runs(live_console: LiveConsole, tmp_path_factory: pytest.TempPathFac
         (workspace / "other.md").write_text("Other notes\n")
         script = workspace.with_suffix(".script.json")
         script.write_text(json.dumps({"model_id": "scripted-test", "roles": roles}))
-        settings = RunSettings(model="scripted", script=str(script), workspace_root=str(workspace), **({"servers": servers} if servers else {}))
+        settings = RunSettings(model="scripted", script=str(script), workspace_root=str(workspace), planning="always", critique="always",
+                               **({"servers": servers} if servers else {}))
         return await (await live_console.runner()).start(Task.model_validate({"goal": "Summarize notes.md", **task}), settings)
 
     async def start_all() -> list[RunReport]:
