@@ -26,7 +26,8 @@ VALUES (%(thread_id)s, %(call_id)s, %(tool)s, %(args_hash)s, to_timestamp(%(expi
 ON CONFLICT (thread_id, call_id) DO NOTHING"""
 PENDING = """
 SELECT * FROM boundloop_approvals
-WHERE decision IS NULL AND (%(thread_id)s::text IS NULL OR thread_id = %(thread_id)s)
+WHERE decision IS NULL AND (expires_at IS NULL OR expires_at >= now())
+  AND (%(thread_id)s::text IS NULL OR thread_id = %(thread_id)s)
 ORDER BY created_at"""
 GET = "SELECT * FROM boundloop_approvals WHERE thread_id = %s AND call_id = %s"
 HISTORY = "SELECT * FROM boundloop_approvals WHERE thread_id = %s ORDER BY created_at, call_id"
@@ -75,7 +76,8 @@ async def request_approval(
 
 
 async def pending_approvals(pool: AsyncConnectionPool, thread_id: str | None = None) -> list[Approval]:
-    """Requests without a decision, oldest first, across all runs unless one is named."""
+    """Requests a human can still decide (no decision, not expired), oldest first, across all runs
+    unless one is named. An expired one counts as rejected when its run goes on."""
     async with pool.connection() as conn:
         rows = await (await conn.execute(PENDING, {"thread_id": thread_id})).fetchall()
     return [Approval(**row) for row in rows]
@@ -106,7 +108,7 @@ async def decide(
 ) -> Approval:
     """Use the request once. Refuses an unknown call, a decided one (replay), another hash (tampering).
     Past its expiry the request is used as a rejection, whatever `decision` says."""
-    late = f"{EXPIRY_APPROVER} (late {decision} by {approver or 'unknown'})"
+    late = EXPIRY_APPROVER if approver == EXPIRY_APPROVER else f"{EXPIRY_APPROVER} (late {decision} by {approver or 'unknown'})"
     async with pool.connection() as conn:
         row = await (await conn.execute(DECIDE, {"thread_id": thread_id, "call_id": call_id, "args_hash": args_hash, "decision": decision,
                                                   "approver": approver, "interrupt_id": interrupt_id, "expired_by": late})).fetchone()

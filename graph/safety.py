@@ -4,10 +4,11 @@ Tool results are data. One that carries instructions for the agent (override its
 tool, approve itself, send data away, delete everything) is flagged where it is observed, with
 the cues that matched. The breaker trips, and the run fails closed as UNSAFE_DETECTION, when the
 model attempts a refused action (denied by policy, rejected by a human, a tool that does not
-exist) after reading such a result, or when it keeps attempting denied actions (DENIAL_LIMIT),
-whatever it read. PERMISSION_DENIED is the honest stop instead: a required plan step whose every
-tool has been denied, or rejected by a human with the actor answering without it, cannot be done
-in this run's permission scope.
+exist) after reading such a result, or when it keeps attempting denied actions (DENIAL_LIMIT)
+once it has read any tool result. PERMISSION_DENIED is the honest stop instead: a required plan
+step whose every tool has been denied, or rejected by a human with the actor answering without it,
+cannot be done in this run's permission scope; and as many denials before any tool result was read
+are the model's own plan meeting the rules, not something it read.
 
 Never blocks a call itself (the gate does); decides only whether the run must end, and why.
 """
@@ -79,13 +80,24 @@ def unsafe(state: Mapping[str, Any]) -> dict[str, Any] | None:
                 source=source["call_id"],
             )
     denials = [obs for obs in observations if obs.get("status") == "denied"]
-    if len(denials) >= DENIAL_LIMIT:
+    if len(denials) >= DENIAL_LIMIT and _informed(observations):
         return ending(
             Terminal.UNSAFE_DETECTION,
             f"{len(denials)} denied calls in one run: {_attempts(denials)}",
             "Inspect the trace for prompt injection or abuse before widening any permission.",
         )
     return None
+
+
+def _informed(observations: list[dict[str, Any]]) -> bool:
+    """Whether a denied call came after the model had read a tool result: only then can repeated
+    denials be something the run read steering it, rather than the model's own plan meeting the rules."""
+    read = False
+    for obs in observations:
+        if obs.get("status") == "denied" and read:
+            return True
+        read = read or obs.get("status") == "ok"
+    return False
 
 
 def permission_denied(state: Mapping[str, Any]) -> dict[str, Any] | None:
@@ -95,6 +107,13 @@ def permission_denied(state: Mapping[str, Any]) -> dict[str, Any] | None:
     call, asked again); when it answers instead, the step cannot be done in this run's scope."""
     if not refused_any(state):
         return None
+    denials = [obs for obs in state.get("observations", []) if obs.get("phase") in ("act", "retrieve") and obs.get("status") == "denied"]
+    if len(denials) >= DENIAL_LIMIT:  # and none after a tool result, or unsafe() would have tripped first
+        return ending(
+            Terminal.PERMISSION_DENIED,
+            f"{len(denials)} calls denied before the model had read any tool result: {_attempts(denials)}",
+            "Ask for the permission (a policy rule allowing it, or an attended run that can approve it), or change the task.",
+        )
     refused: dict[str, dict[str, Any]] = {}
     answered = _answered(state)
     for obs in state.get("observations", []):

@@ -88,6 +88,9 @@ def render_report(console: Console, report: Any) -> None:
                 limit = getattr(budget, name)
                 table.add_row(name, f"{used_of(usage, name):.6g}", "—" if limit is None else f"{limit:g}")
         console.print(table)
+        if estimated := usage.get("estimated_usage_calls"):
+            console.print(f"  estimated: the provider sent no usage for {estimated} of {usage.get('model_turns', 0)} model call(s); "
+                          "their tokens and cost are counted by estimate (over, not under)")
     result = values.get("result") or {}
     if result.get("output") or result.get("partial_output"):
         console.print(f"  result: {result.get('output') or result.get('partial_output')}")

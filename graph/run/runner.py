@@ -460,7 +460,7 @@ def _expired_rejections(interrupts: Any) -> dict[str, Any]:
     """Pending approvals past their expiry, answered as rejections when a run is resumed."""
     now = time.time()
     return {
-        item.id: {"decision": "reject", "message": "approval expired before a decision", "approver": "boundloop:expiry"}
+        item.id: {"decision": "reject", "message": "approval expired before a decision", "approver": approvals.EXPIRY_APPROVER}
         for item in interrupts
         if isinstance(item.value, dict) and item.value.get("expires_at") is not None and item.value["expires_at"] < now
     }

@@ -18,11 +18,13 @@ RunProvider = Callable[..., Awaitable[RunReport]]
 
 @pytest.fixture
 def run_provider(run_script, monkeypatch) -> RunProvider:  # noqa: F811 (the imported fixture)
-    """`await run_provider(base_url, task={...}, **settings)`: a run against an OpenAI-compatible endpoint."""
+    """`await run_provider(base_url, task={...}, **settings)`: a run against an OpenAI-compatible endpoint.
+    It plans and is critiqued unless the test chooses, so every role's request meets the provider's faults."""
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test-key")
 
     async def run(base_url: str, *, task: dict[str, Any] | None = None, **settings: Any) -> RunReport:
-        return await run_script({}, task=task, model=MODEL, script=None, base_url=base_url, prices={MODEL: PRICE}, **settings)
+        chosen = {"planning": "always", "critique": "always", **settings}
+        return await run_script({}, task=task, model=MODEL, script=None, base_url=base_url, prices={MODEL: PRICE}, **chosen)
 
     return run
 

@@ -5,7 +5,9 @@ from __future__ import annotations
 import math
 
 import pytest
+from rich.console import Console
 
+from boundloop.graph.cli.progress import render_report
 from boundloop.graph.models.catalog import CHARS_PER_TOKEN
 from boundloop.graph.core.status import Terminal
 from tests.faults.conftest import PRICE
@@ -22,6 +24,9 @@ async def test_calls_without_usage_are_counted_by_estimate(run_provider):
     assert usage["input_tokens"] > sum(math.ceil(len(message["content"]) / CHARS_PER_TOKEN) for message in planner_request)
     assert usage["output_tokens"] > 0
     assert usage["cost_usd"] == pytest.approx((usage["input_tokens"] * PRICE[0] + usage["output_tokens"] * PRICE[1]) / 1_000_000)
+    shown = Console(record=True, width=300)
+    render_report(shown, report)
+    assert "estimated: the provider sent no usage for 4 of 4 model call(s)" in shown.export_text()
 
 
 async def test_a_token_budget_holds_against_a_provider_without_usage(run_provider):

@@ -59,7 +59,10 @@ async def test_a_replayed_decision_and_one_for_an_unknown_call_are_refused(run_s
 
 async def test_an_expired_approval_counts_as_a_rejection(run_script, runner, workspace):
     waiting = await run_script(SCRIPT, approval_timeout_s=0.0)
+    assert await runner.pending(waiting.thread_id) == []  # nobody can decide it any more: not listed as waiting for a decision
     done = await runner.resume(waiting.thread_id)
+    [recorded] = await approvals.history(runner.pool, waiting.thread_id)
+    assert (recorded.decision, recorded.approver) == ("reject", "boundloop:expiry")
     assert done.status == Terminal.SUCCESS
     rejected = [m for m in done.values["messages"] if getattr(m, "tool_call_id", None) == "call_actor_0_0"][0]
     assert rejected.content == "approval for workspace__move_file expired before a decision; treated as a rejection"

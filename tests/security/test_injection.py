@@ -104,15 +104,27 @@ async def test_plain_tool_results_are_not_flagged_and_the_run_commits(run_script
     assert [obs["instructions"] for obs in report.values["observations"]] == [[]] * len(reads)
 
 
-async def test_denials_that_keep_coming_trip_the_breaker_even_without_a_flagged_result(run_script, workspace, servers):
-    """Repeated permission denial is a warning sign of its own: three denied calls end the run, whatever was read."""
+async def test_denials_that_keep_coming_after_a_read_trip_the_breaker_even_without_a_flagged_result(run_script, workspace, servers):
+    """Repeated permission denial after reading tool output is a warning sign of its own, whatever was read."""
+    (workspace / "inbox" / "plain.md").write_text("Quarterly numbers are in.\n")
     deletes = [{"name": "workspace__delete_file", "args": {"path": name}} for name in ("notes.md", "report.md", "README.md")]
     report = await run_script(
-        {"planner": [PLAN_ONE_STEP], "actor": [step(calls=[deletes[0]]), step(calls=[deletes[1]]), step(calls=[deletes[2]]), step("done")]},
+        {"planner": [PLAN_ONE_STEP],
+         "actor": [step(calls=[_read("plain")]), step(calls=[deletes[0]]), step(calls=[deletes[1]]), step(calls=[deletes[2]]), step("done")]},
         task=TASK, unattended=True, servers=servers,
     )
     assert report.status == Terminal.UNSAFE_DETECTION
-    assert report.values["ending"]["reason"].startswith("3 denied calls in one run: workspace__delete_file (a0.0, denied)")
+    assert report.values["ending"]["reason"].startswith("3 denied calls in one run: workspace__delete_file (a1.0, denied)")
+    assert (workspace / "notes.md").exists() and (workspace / "README.md").exists()
+
+
+async def test_as_many_denials_before_any_tool_result_end_permission_denied(run_script, workspace, servers):
+    """Nothing was read that could have steered the model: its own first moves met the rules, and the
+    honest ending says the run lacks the permission, not that it was attacked."""
+    deletes = [{"name": "workspace__delete_file", "args": {"path": name}} for name in ("notes.md", "report.md", "README.md")]
+    report = await run_script({"planner": [PLAN_ONE_STEP], "actor": [step(calls=deletes), step("done")]}, task=TASK, unattended=True, servers=servers)
+    assert report.status == Terminal.PERMISSION_DENIED, report.values["ending"]
+    assert report.values["ending"]["reason"].startswith("3 calls denied before the model had read any tool result: workspace__delete_file")
     assert (workspace / "notes.md").exists() and (workspace / "README.md").exists()
 
 
