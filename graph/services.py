@@ -43,6 +43,7 @@ def default_servers(workspace_root: str) -> dict[str, Any]:
                 "command": sys.executable,
                 "args": ["-m", "boundloop.mcp_servers.workspace", "--root", workspace_root],
                 "trusted": True,
+                "protocol": "auto",  # ours speaks 2026-07-28: its tool list says how long it stands
                 "shared": True,  # stateless per call, confined to its --root: one process per root
             }
         }

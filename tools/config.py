@@ -12,8 +12,8 @@ never decides permissions (tools/policy.py does).
 
 Our keys on top of the common shape: `trusted` (only a trusted server's annotations may relax a
 permission decision), `timeout_s` (this server's per-call timeout; it wins over the run's
-`tool_timeout_s`), `protocol` (`auto` probes the 2026 handshake and falls back; `legacy` forces
-`initialize`), `sampling` (the server may use the run's model), `oauth` (log in with `boundloop auth NAME`), `root` and `path_arguments` (where the server's files live on this host and which
+`tool_timeout_s`), `protocol` (`legacy`, the default, uses `initialize`, on which a server's own
+requests work however it sends them; `auto` probes the 2026 handshake first), `sampling` (the server may use the run's model), `oauth` (log in with `boundloop auth NAME`), `root` and `path_arguments` (where the server's files live on this host and which
 arguments of its tools name them, so path rules match resolved paths; our own servers need
 neither: their `--root` and their schemas say it). The common `type` key is accepted
 (`stdio`, `http`, `streamable-http`) and must agree with command/url. Top-level keys other than
@@ -65,8 +65,11 @@ class ServerConfig(BaseModel):
     timeout_s: float | None = Field(default=None, gt=0, allow_inf_nan=False)
     """Timeout of one tool call on this server, in seconds; when set it wins over the run's
     `tool_timeout_s` (which applies to servers that set none)."""
-    protocol: Literal["auto", "legacy"] = "auto"
-    """`auto`: try the 2026 `server/discover` handshake, fall back to `initialize`; `legacy`: `initialize` only."""
+    protocol: Literal["auto", "legacy"] = "legacy"
+    """`legacy` (the default): the `initialize` handshake, on which a server may send its requests
+    (elicitation, sampling, roots) the ordinary way, from inside a tool call. `auto`: try the 2026
+    `server/discover` handshake first, falling back to `initialize`; on a 2026 connection a server can
+    ask only through `input_required` rounds, so choose it for servers written that way."""
     root: str | None = None
     """Absolute directory on this host that the server resolves relative paths against. Without it
     (and without `--root` for our servers), path rules fail closed on this server's path arguments."""

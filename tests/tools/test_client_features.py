@@ -14,6 +14,8 @@ from typing import Any, AsyncIterator
 import anyio
 import pytest
 
+from mcp import types
+
 from tests.tools.servers.asking_server import SCHEMA
 from boundloop.tools import client_features
 from boundloop.tools.bridge import MCPBridge
@@ -110,3 +112,23 @@ async def test_a_server_restarted_during_one_call_asks_the_next_call_not_the_one
     assert answered is not None and json.loads(answered.text) == {"action": "accept", "content": {"colour": "green", "count": 2}}
     assert [event["action"] for event in later.events] == ["accept"]
     assert [event["action"] for event in ended.events] == ["decline"]  # its own question only
+
+
+async def test_a_server_written_the_ordinary_way_asks_samples_and_lists_roots_with_the_default_protocol(log_dir: Path) -> None:
+    """No `protocol` in its config: the server's elicitation, sampling and roots requests, sent from
+    inside its tool calls as the SDK's examples do, all reach the client."""
+    servers = load_servers({"mcpServers": {"asking": {"command": sys.executable, "args": [ASKING_SERVER], "sampling": True}}})
+    async with MCPBridge(servers, log_dir=log_dir) as bridge:
+        scope = _scope(escalations_limit=1, roots=("/srv/work",), sample=_echo_sampler)
+        with client_features.calling(scope):
+            asked = await client_features.until_question(scope, bridge.call("asking", "ask", {}, timeout_s=10))
+            assert asked is None and scope.question is not None  # the question reached us: the call stopped for it
+            roots = await bridge.call("asking", "roots", {}, timeout_s=10)
+            sampled = await bridge.call("asking", "summarize", {"text": "the notes"}, timeout_s=10)
+    assert roots.ok and json.loads(roots.text) == ["file:///srv/work"], roots.text
+    assert sampled.ok and json.loads(sampled.text) == {"model": "echo", "text": "echo: the notes"}, sampled.text
+
+
+async def _echo_sampler(params: types.CreateMessageRequestParams) -> types.CreateMessageResult:
+    text = params.messages[0].content.text  # type: ignore[union-attr]
+    return types.CreateMessageResult(role="assistant", content=types.TextContent(type="text", text=f"echo: {text}"), model="echo")

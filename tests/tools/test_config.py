@@ -16,13 +16,13 @@ def test_stdio_and_http_servers_load_with_our_keys_and_defaults() -> None:
     servers = load_servers({"mcpServers": {
         "time": {"command": "/venv/bin/mcp-server-time", "args": ["--local-timezone", "UTC"]},
         "notes": {"url": "http://127.0.0.1:8765/mcp", "headers": {"X-Key": "k"}, "trusted": True,
-                  "timeout_s": 5, "protocol": "legacy", "type": "http"},
+                  "timeout_s": 5, "protocol": "auto", "type": "http"},
     }})
     assert servers["time"].transport == "stdio"
-    assert (servers["time"].trusted, servers["time"].timeout_s, servers["time"].protocol) == (False, None, "auto")
+    assert (servers["time"].trusted, servers["time"].timeout_s, servers["time"].protocol) == (False, None, "legacy")
     assert servers["time"].target == "/venv/bin/mcp-server-time --local-timezone UTC"
     assert servers["notes"].transport == "http"
-    assert (servers["notes"].trusted, servers["notes"].timeout_s, servers["notes"].protocol) == (True, 5.0, "legacy")
+    assert (servers["notes"].trusted, servers["notes"].timeout_s, servers["notes"].protocol) == (True, 5.0, "auto")
 
 
 def test_variables_expand_in_args_env_and_headers_with_defaults() -> None:
