@@ -25,7 +25,8 @@ from boundloop.graph.quality import convergence, fault_trace
 from boundloop.graph.core import escalations
 from boundloop.graph.quality.diagnosis import RootCause
 from boundloop.graph.models.catalog import NoReply, ask_for, unusable_reply_ending
-from boundloop.graph.models.prompts import CRITIC, evidence_brief, task_brief
+from boundloop.graph.context import fitting
+from boundloop.graph.models.prompts import CRITIC, task_brief
 from boundloop.graph.services import Services
 from boundloop.graph.state import LoopState
 
@@ -69,15 +70,12 @@ class CriticReply(BaseModel):
 async def critique(state: LoopState, services: Services) -> dict[str, Any]:
     quality: dict[str, Any] = dict(state.get("quality") or {})
     verification = quality.get("verification", {})
-    request = [
+    brief, findings = task_brief(state["task"]), verification.get("failures") or "none"
+    plan_lines = _steps_brief((state.get("plan") or {}).get("steps", []))
+    request = fitting.fitted(state, "critic", verification.get("output", ""), state.get("observations", []), lambda output, evidence: [
         SystemMessage(CRITIC),
-        HumanMessage(
-            f"{task_brief(state['task'])}\n\nOutput:\n{verification.get('output', '')}\n\n"
-            f"Evidence:\n{evidence_brief(state.get('observations', []))}\n\n"
-            f"Verifier findings: {verification.get('failures') or 'none'}\n\n"
-            f"Plan steps:\n{_steps_brief((state.get('plan') or {}).get('steps', []))}"
-        ),
-    ]
+        HumanMessage(f"{brief}\n\nOutput:\n{output}\n\nEvidence:\n{evidence}\n\nVerifier findings: {findings}\n\nPlan steps:\n{plan_lines}"),
+    ])
     try:
         parsed, problem, update = await ask_for(state, services, "critic", request, CriticReply)
     except NoReply as stopped:  # the run ends here; the trace still gets the (unscored) validation result

@@ -30,12 +30,12 @@ from pydantic import BaseModel, Field
 
 from boundloop.checkpoints.store import get_payload
 from boundloop.graph.quality import fault_trace, proportion
-from boundloop.graph.context import memory
+from boundloop.graph.context import fitting, memory
 from boundloop.graph.core import escalations
 from boundloop.graph.core.budget import Budget, add_usage
 from boundloop.graph.quality.diagnosis import RootCause
 from boundloop.graph.models.catalog import MAX_ASKS, NoReply, ask_for, unusable_reply_ending
-from boundloop.graph.models.prompts import JUDGE, evidence_brief, task_brief
+from boundloop.graph.models.prompts import JUDGE, task_brief
 from boundloop.graph.services import Services, current_run_id
 from boundloop.graph.state import applied
 from boundloop.graph.quality.test_results import add_tests, test_failures, test_report
@@ -72,10 +72,9 @@ async def verify(state: LoopState, services: Services) -> dict[str, Any]:
         update.update(checked)
     judged, undecided, conflicts, consistency = False, None, [], None
     if not failures and (criteria := proportion.judged_criteria(state)) is not None:
-        request = [
-            SystemMessage(JUDGE),
-            HumanMessage(f"{task_brief({**task, 'acceptance_criteria': criteria})}\n\nOutput:\n{answer}\n\nEvidence:\n{evidence_brief(state.get('observations', []))}"),
-        ]
+        brief = task_brief({**task, "acceptance_criteria": criteria})
+        request = fitting.fitted(state, "judge", answer, state.get("observations", []), lambda output, evidence: [
+            SystemMessage(JUDGE), HumanMessage(f"{brief}\n\nOutput:\n{output}\n\nEvidence:\n{evidence}")])
         try:
             verdict, problem, spent, consistency = await judge(state, services, request)
         except NoReply as stopped:  # the run ends here; the trace still gets the (undecided) validation result

@@ -74,12 +74,16 @@ def task_brief(task: dict[str, Any]) -> str:
 
 def evidence_brief(observations: Sequence[Mapping[str, Any]]) -> str:
     """Verified observations as short, sourced lines (the evidence bundle)."""
-    lines = [
+    return "\n".join(evidence_lines(observations)) or "(no verified observations)"
+
+
+def evidence_lines(observations: Sequence[Mapping[str, Any]]) -> list[str]:
+    """One line per verified observation, oldest first: its call id, tool, status and excerpt."""
+    return [
         f"[{obs['call_id']}] {obs['tool']} -> {obs['status']}:\n{as_data(obs.get('excerpt', '')[:600])}"
         for obs in observations
         if obs.get("stage") in {"verified", "committed"}
     ]
-    return "\n".join(lines) or "(no verified observations)"
 
 GOAL_CHECK = """You check whether a long agent run is still worth continuing. Reply with ONE JSON object:
 {"objective_valid": true | false, "reason": "...", "evidence": ["<call id>"]}

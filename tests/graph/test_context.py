@@ -1,4 +1,4 @@
-"""Bounded context on long runs (issue 13, items 1–4): every model request is measured before it is
+"""Bounded context on long runs: every model request is measured before it is
 sent, the pressure gate compacts the actor's context structurally, and a long run keeps every
 must-keep item in front of the model while each request stays under the limit."""
 
@@ -81,6 +81,14 @@ async def test_a_long_run_stays_bounded_and_keeps_every_must_keep_item(run_scrip
     assert "escalations: 0 of" in record                                                              # escalation state
     assert "Draft 0" not in text                                                                      # drafts dropped
     _assert_one_result_per_call(last)
+
+    model = model_for(report.values["settings"])
+    for role in ("judge", "critic"):  # one request each, with the output and 60 calls' evidence: fitted, oldest evidence left out
+        request = model.last_request(role)
+        tokens, _ = size.measure(model.model_id, request)
+        assert tokens <= LIMIT, f"the {role}'s request carried {tokens} tokens under a context budget of {LIMIT}"
+        sent = "\n".join(str(message.content) for message in request)
+        assert "older verified observation(s) left out to fit the context limit" in sent and f"[a{CALLS - 1}.0]" in sent
 
 
 def _assert_one_result_per_call(request: list[Any]) -> None:
