@@ -68,6 +68,8 @@ class Console:
         self.tokens = Tokens()
         self.notices: dict[str, str] = {}
         """What a decision did, shown once on the page it redirects to (never text taken from a URL)."""
+        self.sent: dict[Binding, str] = {}
+        """Decisions handed to a LangGraph server that its run has not taken yet: shown as sent, not as a form."""
         self._runner: Runner | None = None
         self._opening = asyncio.Lock()
         self.templates = Environment(loader=FileSystemLoader(str(PACKAGE / "templates")), autoescape=select_autoescape(default=True))
@@ -141,6 +143,8 @@ def create_app(settings: ConsoleSettings) -> Starlette:
             return await _inbox_page(console, error=f"refused: {secrets.redact(str(error))}", status=409)
         key = token_urlsafe(8)
         console.notices[key] = f"{decision['decision']} {binding.call_id}: {done}"
+        if item.driver == "server":
+            console.sent[binding] = f"{decision['decision']} {binding.call_id}: sent to the server, which continues the run"
         return RedirectResponse(f"{PREFIX}/runs/{quote(binding.run_id)}?done={key}", status_code=303)
 
     async def home(request: Request) -> Response:
@@ -174,15 +178,25 @@ async def _run_page(console: Console, run_id: str, notice: str | None = None) ->
     trace = await runner.trace(run_id)
     history = [vars(row) for row in await approvals.history(runner.pool, run_id)]
     drawn = timeline.build(trace, report.values, history)
-    items = [_form(console, item) for item in await inbox.pending(runner, run_id)]
+    items, sent = _forms(console, await inbox.pending(runner, run_id))
     values = secrets.redact({"ending": report.values.get("ending"), "result": report.values.get("result"), "goal": (report.values.get("task") or {}).get("goal")})
-    return console.page("run.html", report=report, values=values, timeline=drawn, items=items, notice=notice, roles=roles.by_role(values))
+    return console.page("run.html", report=report, values=values, timeline=drawn, items=items, notice=notice, roles=secrets.redact(roles.by_role(report.values)),
+                        sent=sent)
 
 
 async def _inbox_page(console: Console, error: str | None = None, status: int = 200) -> Response:
     runner = await console.runner()
-    items = [_form(console, item) for item in await inbox.pending(runner)]
-    return console.page("inbox.html", status=status, items=items, error=error)
+    items, sent = _forms(console, await inbox.pending(runner))
+    return console.page("inbox.html", status=status, items=items, error=error, sent=sent)
+
+
+def _forms(console: Console, pending: list[inbox.Item]) -> tuple[list[dict[str, Any]], list[str]]:
+    """The decision forms of the pending requests, and a line for each decision already sent to a
+    server that has not taken it yet (its request stays pending until the server's run uses it)."""
+    waiting = {item.binding for item in pending}
+    for binding in [binding for binding in console.sent if binding not in waiting]:
+        del console.sent[binding]  # taken: the request is no longer pending
+    return [_form(console, item) for item in pending if item.binding not in console.sent], [console.sent[item.binding] for item in pending if item.binding in console.sent]
 
 
 def _form(console: Console, item: inbox.Item) -> dict[str, Any]:

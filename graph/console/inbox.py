@@ -98,8 +98,13 @@ async def _resume_on_server(item: Item, decision: dict[str, Any], server_url: st
     except Exception as error:  # the SDK finds no server in this process
         raise ConfigError("this run is driven by a LangGraph server: decide it in that server's console (/console) "
                           f"or start this console with --server URL ({error})") from None
-    try:
+    try:  # a server that does not hold the thread (another worker's, or one restarted) adopts it: its state is in the database
+        await client.threads.create(thread_id=binding.run_id, if_exists="do_nothing")
         await client.runs.create(binding.run_id, item.assistant_id or "boundloop", command={"resume": {binding.interrupt_id: answer}})
+    except Exception as error:  # noqa: BLE001 (the SDK's HTTP and connection errors: one line, the run still waits)
+        where = server_url or "this server"
+        raise ConfigError(f"the LangGraph server at {where} did not take the decision ({type(error).__name__}: {str(error)[:200]}); "
+                          "the run still waits: decide it again once that server is up, or from the CLI with `boundloop approve`") from None
     finally:
         await client.aclose()
     return "the server continues the run"

@@ -243,6 +243,7 @@ async def test_the_console_route_answers_a_servers_question_on_a_server_thread(
         assert decided.status_code == 303, decided.text[:1000]
         shown = (await http.get(decided.headers["location"])).text
         assert f"approve {call_id}: the server continues the run" in shown, re.findall(r'<p class="(?:notice|error)[^>]*>.*?</p>', shown, re.S)
+        assert f'data-call="{call_id}"' not in shown or "sent to the server" in shown  # never offered as a form again while the server takes it
 
     [run] = await client.runs.list(thread_id, limit=1)
     await client.runs.join(thread_id, run["run_id"])

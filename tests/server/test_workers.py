@@ -4,6 +4,7 @@ one worker drives is not driven by the other."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
@@ -54,6 +55,33 @@ async def test_a_thread_waiting_on_one_worker_is_approved_and_finished_on_the_ot
     assert out["status"]["terminal"] == Terminal.SUCCESS, out.get("ending")
     assert (workspace / "summary.md").read_text() == "Ana publishes the notes."
     assert servers_of(first_server, workspace) == {} and servers_of(second_server, workspace) == {}
+
+
+async def test_the_other_workers_console_decides_a_waiting_thread_and_that_worker_finishes_it(
+    workers: tuple[DevServer, DevServer], clients: tuple[LangGraphClient, LangGraphClient], tmp_path: Path, workspace: Path
+) -> None:
+    """The second server never held the thread: its console's decision adopts it by id and runs it
+    on; the page after the decision shows it sent, not as a form to decide again."""
+    roles = {"planner": [PLAN_ONE_STEP], "actor": [step(calls=[WRITE]), step("done")], "critic": [CRITIC_PASS]}
+    context = settings(tmp_path, workspace, roles) | {"policy": {"rules": [{"id": "review-writes", "action": "ask", "tool": "write_file"}]}}
+    (first, second), (_, second_server) = clients, workers
+    thread_id = (await first.threads.create())["thread_id"]
+    out = await first.runs.wait(thread_id, GRAPH, input={"task": {"goal": "Summarize notes.md"}}, context=context)
+    [request] = out["__interrupt__"]
+    call_id = request["value"]["call_id"]
+    async with httpx.AsyncClient(base_url=second_server.url, timeout=60.0) as http:
+        inbox = await http.get("/console/inbox")
+        [article] = re.findall(rf'<article class="request" data-call="{re.escape(call_id)}" data-run="{thread_id}">.*?</article>', inbox.text, re.S)
+        fields = dict(re.findall(r'<input type="hidden" name="(\w+)" value="([^"]*)">', article))
+        decided = await http.post("/console/decide", data={**fields, "action": "approve"}, headers={"Origin": second_server.url})
+        assert decided.status_code == 303, decided.text[-1500:]
+        shown = (await http.get(decided.headers["location"])).text
+        assert f"approve {call_id}: the server continues the run" in shown
+    [run] = await second.runs.list(thread_id, limit=1)
+    await second.runs.join(thread_id, run["run_id"])
+    values = (await second.threads.get_state(thread_id))["values"]
+    assert values["status"]["terminal"] == Terminal.SUCCESS, values.get("ending")
+    assert (workspace / "summary.md").read_text() == "Ana publishes the notes."
 
 
 async def test_a_thread_one_worker_drives_is_refused_by_the_other(
