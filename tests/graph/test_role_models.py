@@ -8,9 +8,13 @@ from __future__ import annotations
 
 import subprocess
 
+import httpx
 import pytest
+from rich.console import Console
 
 from boundloop.checkpoints import store
+from boundloop.graph.cli.progress import render_report
+from boundloop.graph.console import ConsoleSettings, create_app
 from boundloop.graph.core.status import Terminal
 from boundloop.graph.models.roles import by_role
 from tests.graph.fake_openai import FakeOpenAI
@@ -26,7 +30,7 @@ def _key(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test-key")
 
 
-async def test_the_critic_calls_its_own_model_and_each_role_is_costed_apart(run_script):
+async def test_the_critic_calls_its_own_model_and_each_role_is_costed_apart(run_script, db_url):
     with FakeOpenAI() as fake:
         report = await run_script({}, model="primary-model", script=None, base_url=fake.base_url, prices=PRICES,
                                   role_models={"critic": "critic-model"}, critique="always")
@@ -40,6 +44,14 @@ async def test_the_critic_calls_its_own_model_and_each_role_is_costed_apart(run_
     assert rows["critic"]["cost_usd"] == pytest.approx((1000 * 1.0 + 100 * 4.0) / 1_000_000)
     assert sum(row["cost_usd"] for row in rows.values()) == pytest.approx(report.values["usage"]["cost_usd"])
     assert "degraded" not in report.values["ending"]
+    shown = Console(record=True, width=300)
+    render_report(shown, report)
+    assert any(line.split()[:3] == ["critic", "critic-model", "1"] for line in shown.export_text().splitlines())
+    app = create_app(ConsoleSettings(database_url=db_url))
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app, client=("127.0.0.1", 40000)), base_url="http://testserver") as http:
+        page = (await http.get(f"/console/runs/{report.thread_id}")).text
+    await app.state.console.close()
+    assert '<tr data-role="critic"><td>critic</td><td>critic-model</td><td>1</td>' in page
 
 
 async def test_an_unavailable_actor_model_falls_back_and_the_run_says_it_ran_degraded(run_script, runner):
