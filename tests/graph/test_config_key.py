@@ -62,7 +62,7 @@ def test_approve_and_reject_continue_the_run_with_its_config_key(db_url, tmp_pat
 
 
 def test_a_run_stopped_by_its_provider_resumes_with_its_config_key_as_the_hint_says(db_url, tmp_path):
-    with FakeOpenAI(faults={"planner": [{"status": 503}]}) as fake:
+    with FakeOpenAI(faults={"actor": [{"status": 503}]}) as fake:
         stopped = _start(tmp_path, db_url, _config(tmp_path, fake), "provider-down", "--budget", "retries=0")
         report = json.loads(stopped.stdout)
         assert (report["status"], stopped.returncode) == (Terminal.UNAVAILABLE_DEP, Exit.UNAVAILABLE), stopped.stderr
