@@ -19,6 +19,7 @@ CITATION = re.compile(
     r"|\bseeds/"  # the seeds folder
     r"|\b(?:DESIGN|STYLE)(?:\.md\b|\s*§)"  # the design or style guide, by file or by section
     r"|§\s*\d"  # a numbered section of any of them
+    r"|\bissues?\s+\d+\b"  # the tracker's issues: the text states the rule, the commit says where it came from
     r"|\bnotes/(?!meeting\.md)[\w.-]+\.md\b",  # working notes (notes/meeting.md is the demo workspace's own file)
     re.IGNORECASE,
 )
@@ -48,6 +49,7 @@ def citations(text: str) -> list[str]:
         "see notes/scale-out.md for the listener",
         "targeted re-planning (Seed 000 §15.3.3)",
         "Read DESIGN.md first.",
+        "Bounded context on long runs (issue 13, items 1-4)",
     ],
 )
 def test_a_citation_of_an_unshipped_document_is_found(line: str) -> None:

@@ -1,4 +1,4 @@
-"""A long run's steps do work that does not grow with its history (issue 11: a soak of 1,000
+"""A long run's steps do work that does not grow with its history (a soak of 1,000
 iterations shows flat per-iteration time). Pinned as counts, not timings: how many messages are
 tokenised per model request, how many observations the guards and the grounding read per step, and
 how many breaker entries a step reads, as history grows — while every request is still measured at
