@@ -142,6 +142,7 @@ INSERT INTO boundloop_trace (thread_id, kind, node, data)
 SELECT e ->> 'thread_id', e ->> 'kind', e ->> 'node', e -> 'data'
 FROM jsonb_array_elements(%s) WITH ORDINALITY AS events(e, n) ORDER BY n"""
 READ_TRACE = "SELECT * FROM boundloop_trace WHERE thread_id = %s ORDER BY id"
+TRACE_HEAD = "SELECT hash FROM boundloop_trace_heads WHERE thread_id = %s"
 TRACE_CHAIN = """
 SELECT id, prev_hash, hash, boundloop_trace_row_hash(prev_hash, thread_id, kind, node, data, at) AS recomputed
 FROM boundloop_trace WHERE thread_id = %s ORDER BY id"""
@@ -255,14 +256,26 @@ async def read_trace(pool: AsyncConnectionPool, thread_id: str) -> list[TraceEve
     return [TraceEvent(**row) for row in await _all(pool, READ_TRACE, (thread_id,))]
 
 
-async def trace_chain_problems(pool: AsyncConnectionPool, thread_id: str) -> list[str]:
+async def trace_head(pool: AsyncConnectionPool, thread_id: str) -> str | None:
+    """The hash of the run's newest trace row: kept outside the database, it shows later whether
+    the chain up to it was rewritten, which the database's owner could otherwise do consistently."""
+    row = await _one(pool, TRACE_HEAD, (thread_id,))
+    return row["hash"] if row else None
+
+
+async def trace_chain_problems(pool: AsyncConnectionPool, thread_id: str, expected_head: str | None = None) -> list[str]:
     """Where the run's hash chain is broken: a row whose content no longer matches its hash, a row
     whose predecessor is gone, two rows after one, or a row outside the chain after it began. Rows
-    written before the trace was chained (no hash) are accepted only before the chain's first row."""
+    written before the trace was chained (no hash) are accepted only before the chain's first row.
+    With `expected_head` (a `trace_head` kept elsewhere), a chain that no longer holds it was rewritten."""
     rows = await _all(pool, TRACE_CHAIN, (thread_id,))
     chained = [row for row in rows if row["hash"] is not None]
+    if expected_head is not None and expected_head not in {row["hash"] for row in chained}:
+        rewritten = [f"the trace no longer holds the head {expected_head[:16]}… recorded earlier: the events up to it were rewritten or removed"]
+    else:
+        rewritten = []
     if not chained:
-        return []
+        return rewritten
     problems = [f"event {row['id']}: not in the hash chain (written with the trace's triggers stepped around)"
                 for row in rows if row["hash"] is None and row["id"] > chained[0]["id"]]
     hashes = {row["hash"] for row in chained}
@@ -275,7 +288,7 @@ async def trace_chain_problems(pool: AsyncConnectionPool, thread_id: str) -> lis
         after.setdefault(row["prev_hash"], []).append(row["id"])
     problems += [f"events {', '.join(map(str, ids))} all follow {'the start' if prev is None else 'one event'}: the hash chain forks"
                  for prev, ids in after.items() if len(ids) > 1]
-    return problems
+    return problems + rewritten
 
 
 # -- payloads --------------------------------------------------------------------------------

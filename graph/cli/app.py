@@ -19,6 +19,7 @@ from typing import Annotated, Any, Optional
 
 import typer
 
+from boundloop.checkpoints import store
 from boundloop.checkpoints.cluster import state_dir
 from boundloop.graph.core.status import exit_code
 from boundloop.graph.models import roles
@@ -131,14 +132,18 @@ def show(run_id: str, as_json: JsonFlag = False, database_url: DbFlag = None) ->
 
         report, trace = await runner.report(run_id), await runner.trace(run_id)
         sentence, complete = show_header(trace, missing := await missing_trace_fields(runner.pool, run_id))
+        head = await store.trace_head(runner.pool, run_id)
         if as_json:
-            extra = {"explanation": sentence, "missing_trace_fields": missing, "trace": trace}
+            extra = {"explanation": sentence, "missing_trace_fields": missing, "trace": trace, "trace_head": head}
             out.print_json(json.dumps(secrets.redact(_report_json(report) | extra), default=str))
         else:
             out.print(sentence, highlight=False)
             out.print(complete, highlight=False)
             render_trace(out, trace)
             render_report(out, report)
+            if head:
+                out.print(f"trace head: {head} (kept elsewhere, `boundloop replay {run_id} --expect-head {head}` shows any rewrite up to here)",
+                          highlight=False, soft_wrap=True)
 
     guarded(lambda: with_runner(database_url, body))
 

@@ -7,7 +7,7 @@ Exit 0 when the trajectory is valid, 1 when replay finds a problem (each printed
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Annotated, Any, Optional
 
 import typer
 
@@ -20,15 +20,21 @@ from boundloop.graph.run.runner import Runner
 
 
 @app.command()
-def replay(run_id: str, as_json: JsonFlag = False, database_url: DbFlag = None) -> None:
+def replay(
+    run_id: str,
+    expect_head: Annotated[Optional[str], typer.Option("--expect-head", help="A trace head `show` printed earlier: the trace must still hold it.")] = None,
+    as_json: JsonFlag = False,
+    database_url: DbFlag = None,
+) -> None:
     """Rebuild a run's trajectory from its trace and check it against the graph: every transition
-    an edge, no tool call without its permission decision, no side effect without its ledger INTENT."""
+    an edge, no tool call without its permission decision, no side effect without its ledger INTENT,
+    the hash chain whole (and holding --expect-head)."""
     valid: list[bool] = []
 
     async def body(runner: Runner) -> None:
         if not await store.read_trace(runner.pool, run_id):
             raise RunNotFound(f"no trace for run {run_id!r} in this database; list runs with `boundloop runs`")
-        report = await replay_run(runner.pool, run_id, runner.graph)
+        report = await replay_run(runner.pool, run_id, runner.graph, expect_head)
         valid.append(report.valid)
         if as_json:
             out.print_json(json.dumps({"run_id": run_id, "valid": report.valid, "problems": report.problems, "transitions": report.transitions}))

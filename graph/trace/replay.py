@@ -10,7 +10,8 @@ its approval), and every side effect sent has its ledger INTENT, written after i
 decision and before its outcome was recorded (a hosted one is written when the provider reports it),
 and the trace's hash chain is whole (checkpoints/store.py `trace_chain_problems`): an edit made with
 the database's triggers stepped around shows where it happened, even where the trajectory it leaves
-is still a legal one.
+is still a legal one. A chain rewritten whole, hashes recomputed, shows only against a head kept
+outside the database: `boundloop show` prints it, `boundloop replay --expect-head` checks it.
 """
 
 from __future__ import annotations
@@ -40,7 +41,8 @@ class ReplayReport:
     transitions: list[tuple[str, str]] = field(default_factory=list)
 
 
-async def replay_run(pool: AsyncConnectionPool, run_id: str, compiled_graph: CompiledStateGraph) -> ReplayReport:
+async def replay_run(pool: AsyncConnectionPool, run_id: str, compiled_graph: CompiledStateGraph, expected_head: str | None = None) -> ReplayReport:
+    """The run's replay report; `expected_head` is a trace head kept outside the database (`boundloop show`)."""
     events = await store.read_trace(pool, run_id)
     ledger = {entry.call_id: entry for entry in await store.run_ledger(pool, run_id)}
     drawn = compiled_graph.get_graph()
@@ -51,7 +53,7 @@ async def replay_run(pool: AsyncConnectionPool, run_id: str, compiled_graph: Com
     steps = _steps([event for event in events if event.kind in STEP_KINDS], set(drawn.nodes), problems)
     transitions = _transitions(steps, edges, problems)
     _check_calls(events, ledger, problems)
-    problems += await store.trace_chain_problems(pool, run_id)
+    problems += await store.trace_chain_problems(pool, run_id, expected_head)
     return ReplayReport(run_id, not problems, problems, transitions)
 
 

@@ -3,6 +3,9 @@ the run closed; the one-sentence explanation; replay of the trajectory against t
 
 from __future__ import annotations
 
+import json
+import re
+
 import psycopg
 import pytest
 
@@ -12,6 +15,7 @@ from boundloop.graph.trace.replay import replay_run
 from boundloop.graph.core.status import Terminal
 from boundloop.graph.trace.fields import missing_trace_fields
 from tests.graph.conftest import CRITIC_PASS, PLAN_ONE_STEP, READ_NOTES, step
+from tests.graph.test_cli import boundloop
 
 MOVE = {"name": "workspace__move_file", "args": {"source": "notes.md", "destination": "old.md"}}
 
@@ -113,3 +117,36 @@ async def test_the_trace_is_read_only_and_replay_rejects_tampered_copies(run_scr
             conn.execute(tampering, (copy,) * tampering.count("%s"))
         report = await replay_run(runner.pool, copy, runner.graph)
         assert not report.valid and any(problem in line for line in report.problems), (tampering, report.problems)
+
+
+REHASH = """
+DO $$ DECLARE r RECORD; prev TEXT := NULL; BEGIN
+  FOR r IN SELECT id FROM boundloop_trace WHERE thread_id = '{copy}' ORDER BY id LOOP
+    UPDATE boundloop_trace SET prev_hash = prev, hash = boundloop_trace_row_hash(prev, thread_id, kind, node, data, at)
+    WHERE id = r.id RETURNING hash INTO prev;
+  END LOOP;
+  UPDATE boundloop_trace_heads SET hash = prev WHERE thread_id = '{copy}';
+END $$"""
+"""The owner's whole rewrite: every hash recomputed after an edit, so the chain is whole again."""
+
+
+async def test_a_chain_rewritten_whole_is_caught_against_a_head_kept_outside_the_database(run_script, runner, db_url):
+    run_id = await _approved_run(run_script, runner)
+    copy = f"{run_id}-rewritten"
+    with psycopg.connect(db_url, autocommit=True) as conn:
+        for statement in COPY.strip().split(";"):
+            conn.execute(statement, {"copy": copy, "run": run_id})
+    shown = boundloop("show", run_id, "--database-url", db_url)
+    assert re.findall(r"trace head: ([0-9a-f]{64})", shown.stdout) == [await store.trace_head(runner.pool, run_id)]
+    assert json.loads(boundloop("show", run_id, "--json", "--database-url", db_url).stdout)["trace_head"] == await store.trace_head(runner.pool, run_id)
+    head = await store.trace_head(runner.pool, copy)  # what an operator kept of the copy, as `show` prints it for a run
+    with psycopg.connect(db_url, autocommit=True) as conn:
+        conn.execute("SET session_replication_role = replica")
+        conn.execute("UPDATE boundloop_trace SET data = jsonb_set(data, '{seconds}', '0') WHERE thread_id = %s AND node = 'plan'", (copy,))
+        conn.execute(REHASH.format(copy=copy))
+    assert (await replay_run(runner.pool, copy, runner.graph)).valid  # the chain alone is whole again
+    checked = await replay_run(runner.pool, copy, runner.graph, expected_head=head)
+    assert not checked.valid and any("no longer holds the head" in problem for problem in checked.problems), checked.problems
+    replayed = boundloop("replay", copy, "--expect-head", head, "--database-url", db_url)
+    assert replayed.returncode == 1 and "no longer holds the head" in replayed.stdout
+    assert boundloop("replay", run_id, "--expect-head", await store.trace_head(runner.pool, run_id), "--database-url", db_url).returncode == 0
