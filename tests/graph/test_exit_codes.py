@@ -40,13 +40,15 @@ def test_every_terminal_code_has_an_exit_code_of_its_family_apart_from_errors_an
 
 
 def _scripted_run(tmp_path: Path, db_url: str, roles: dict[str, Any], *extra: str, thread: str = "run") -> list[str]:
+    """`run`'s arguments for a script of `roles`; a script with a planner or a critic asks for them."""
     workspace = tmp_path / "workspace"
     workspace.mkdir(exist_ok=True)
     (workspace / "notes.md").write_text("Action items:\n- Ana: publish the notes\n")
     script = tmp_path / f"{thread}.script.json"
     script.write_text(json.dumps({"model_id": "scripted-exit", "roles": roles}))
+    asked = [*(["--planning", "always"] if roles.get("planner") else []), *(["--critique", "always"] if roles.get("critic") else [])]
     return ["run", "Summarize notes.md", "--model", "scripted", "--script", str(script), "--workspace", str(workspace),
-            "--thread", thread, "--json", "--database-url", db_url, *extra]
+            "--thread", thread, "--json", "--database-url", db_url, *asked, *extra]
 
 
 def _policy(tmp_path: Path, rules: dict[str, Any]) -> str:
