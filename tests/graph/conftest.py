@@ -57,6 +57,16 @@ async def runner(db_url: str) -> Runner:
         yield live
 
 
+def phases_asked(roles: dict[str, list[dict[str, Any]]]) -> dict[str, str]:
+    """A script that scripts the planner or the critic is about those phases: its run asks for them."""
+    return {phase: "always" for role, phase in (("planner", "planning"), ("critic", "critique")) if roles.get(role)}
+
+
+def phase_flags(roles: dict[str, list[dict[str, Any]]]) -> list[str]:
+    """`phases_asked` as `run`'s flags."""
+    return [arg for phase, mode in phases_asked(roles).items() for arg in (f"--{phase}", mode)]
+
+
 @pytest.fixture
 def run_script(runner: Runner, workspace: Path, tmp_path: Path) -> RunScript:
     """`await run_script(roles, task={...}, **settings)`: run a task against a script of `roles`.
@@ -69,8 +79,7 @@ def run_script(runner: Runner, workspace: Path, tmp_path: Path) -> RunScript:
         script = tmp_path / "script.json"
         script.write_text(json.dumps({"model_id": "scripted-test", "roles": roles}))
         chosen = Task.model_validate({"goal": "Summarize notes.md", **(task or {})})
-        asked = {phase: "always" for role, phase in (("planner", "planning"), ("critic", "critique")) if roles.get(role)}
-        chosen_settings = {"model": "scripted", "script": str(script), "workspace_root": str(workspace), **asked, **settings}
+        chosen_settings = {"model": "scripted", "script": str(script), "workspace_root": str(workspace), **phases_asked(roles), **settings}
         return await runner.start(chosen, RunSettings(**chosen_settings))
 
     return run

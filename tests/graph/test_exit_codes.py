@@ -19,7 +19,7 @@ import pytest
 
 from boundloop.graph.core.status import EXIT_OF, Exit, Terminal, exit_code
 from tests.evals.test_eval_command import SUITE
-from tests.graph.conftest import CRITIC_PASS, PLAN_ONE_STEP, step
+from tests.graph.conftest import CRITIC_PASS, PLAN_ONE_STEP, phase_flags, step
 from tests.graph.test_cli import BOUNDLOOP, _crash_task, _env, _run_args, _wait_for_node, boundloop
 from tests.graph.test_server_requests import ASK, _servers
 
@@ -46,7 +46,7 @@ def _scripted_run(tmp_path: Path, db_url: str, roles: dict[str, Any], *extra: st
     (workspace / "notes.md").write_text("Action items:\n- Ana: publish the notes\n")
     script = tmp_path / f"{thread}.script.json"
     script.write_text(json.dumps({"model_id": "scripted-exit", "roles": roles}))
-    asked = [*(["--planning", "always"] if roles.get("planner") else []), *(["--critique", "always"] if roles.get("critic") else [])]
+    asked = phase_flags(roles)
     return ["run", "Summarize notes.md", "--model", "scripted", "--script", str(script), "--workspace", str(workspace),
             "--thread", thread, "--json", "--database-url", db_url, *asked, *extra]
 

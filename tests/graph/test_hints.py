@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from boundloop.graph.core.status import Exit, Terminal
-from tests.graph.conftest import CRITIC_PASS, PLAN_ONE_STEP, step
+from tests.graph.conftest import CRITIC_PASS, PLAN_ONE_STEP, phase_flags, step
 from tests.graph.fake_openai import FakeOpenAI
 from tests.graph.test_cli import _env, boundloop
 
@@ -35,10 +35,12 @@ def _workspace(tmp_path: Path) -> Path:
 
 
 def _scripted(tmp_path: Path, db_url: str, thread: str, roles: dict[str, Any], *extra: str) -> list[str]:
+    """`run`'s arguments for a script of `roles`; a script with a planner or a critic asks for them."""
     script = tmp_path / f"{thread}.script.json"
     script.write_text(json.dumps({"model_id": "scripted-hint", "roles": roles}))
+    asked = phase_flags(roles)
     return ["run", "Summarize notes.md", "--model", "scripted", "--script", str(script), "--workspace", str(_workspace(tmp_path)),
-            "--thread", thread, "--unattended", "--json", "--database-url", db_url, *extra]
+            "--thread", thread, "--unattended", "--json", "--database-url", db_url, *asked, *extra]
 
 
 def _ending(result: Any) -> dict[str, Any]:
