@@ -199,11 +199,13 @@ def _boundloop(site: Site, *args: str, crash_at: str | None = None) -> subproces
 
 
 def _start(site: Site, db_url: str, *, crash_at: str | None = None, goal: str = GOAL) -> subprocess.CompletedProcess[str]:
-    """Run the task; with `crash_at`, the process is expected to die by SIGKILL at that point."""
+    """Run the task; with `crash_at`, the process is expected to die by SIGKILL at that point. The
+    scripts have every role, and every role's phase is a kill point: the run asks for all of them."""
     files = {option: str(site.home / name) for option, name in
              (("--script", "script.json"), ("--servers", "servers.json"), ("--policy", "policy.json"))}
     return _boundloop(site, "run", goal, "--model", "scripted", *(part for pair in files.items() for part in pair),
-                      "--budget", "side_effects=10", "--thread", site.thread, "--json", "--database-url", db_url, crash_at=crash_at)
+                      "--budget", "side_effects=10", "--planning", "always", "--critique", "always",
+                      "--thread", site.thread, "--json", "--database-url", db_url, crash_at=crash_at)
 
 
 def _resume(site: Site, db_url: str) -> subprocess.CompletedProcess[str]:
