@@ -171,6 +171,7 @@ async def _settle(name: str, state: Mapping[str, Any], update: dict[str, Any], s
     if "status" in update and update["status"] == state.get("status"):
         del update["status"]  # e.g. act's `gated` turn after turn: an unchanged channel is not written (each write is a row)
     await record_node(services, current_run_id(), name, state, update, elapsed)
+    langsmith_trace.calls_of_node(dict(state), dict(update))
     if PHASE_PROGRESS_STREAMED.get():
         usage = add_usage(state.get("usage"), update["usage"])
         get_stream_writer()(phase_progress(name, update, usage, update.get("budget") or state.get("budget"), state.get("observations")))

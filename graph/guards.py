@@ -246,6 +246,7 @@ def task_payload(state: LoopState, node: str, call_id: str) -> dict[str, Any]:
         "retries_left": retries_left,
         "usage": state["usage"],
         "budget": state["budget"],
+        "policy_hash": (state.get("boundary") or {}).get("policy_hash"),
         "breakers": state.get("breakers"),
         "wall_clock_left_s": budget_left_s(state["budget"], state["usage"]),
         "unmet": _unmet(state, call),

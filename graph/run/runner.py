@@ -288,7 +288,7 @@ class Runner:
                             state.update(update)
                             if observe:
                                 observe(node, update, state)
-                finish({**known, **state})
+                finish({**known, **state, **(seen.values or {})})  # the values: whole channels (an update holds a delta of usage)
 
         halted = False
         with self.services.stops.watch(thread_id) as drive:

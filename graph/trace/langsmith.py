@@ -4,7 +4,10 @@ The tree: a `boundloop.run` root (metadata: run id, profile, policy hash, graph 
 limits, terminal code, confidence; tags: profile, status) → one `boundloop.drive` per time a
 process drove the run (the first, and each resume: after an approval, a crash, a cancel) →
 LangGraph's runs of each phase → the model calls (LangChain's own runs, with the role in their
-metadata) and each tool call as a `tool` run (server, tool, decision, rule, ledger key, outcome).
+metadata) and each tool call as a `tool` run (server, tool, decision, rule, ledger key, outcome, the
+policy hash, the budget's limits and what was spent when it was made): the calls `execute` sent, and
+the ones a phase made or refused itself (evidence reads, checks, denials). The root and each drive
+carry what the run had spent at their end beside the budget's limits.
 Approvals, escalations and interrupts are events on the run of the node that made them.
 
 The root's id and start time are kept in Postgres (`boundloop_langsmith_roots`), so a drive in
@@ -56,6 +59,7 @@ async def run_root(run_id: str, known: dict[str, Any], graph_version: str, pool:
     profile = boundary.get("profile") or (known.get("task") or {}).get("profile") or "unknown"
     metadata = {"run_id": run_id, "profile": profile, "graph_version": graph_version, "policy_hash": boundary.get("policy_hash"),
                 "budget_limits": known.get("budget")}
+    metadata = {key: value for key, value in metadata.items() if value is not None}  # the runs below inherit it: no None over their own
     tags = ["boundloop", f"profile:{profile}"]
     root_id, started_at, first = await store.langsmith_root(pool, run_id, uuid.uuid4(), datetime.now(timezone.utc))
     root = RunTree(id=root_id, name="boundloop.run", run_type="chain", start_time=started_at.astimezone(timezone.utc),
@@ -67,15 +71,15 @@ async def run_root(run_id: str, known: dict[str, Any], graph_version: str, pool:
 
         def finish(state: dict[str, Any]) -> None:
             status = (state.get("status") or {}).get("terminal") or "waiting"
-            drive.add_metadata({"terminal_code": status})
+            drive.add_metadata({"terminal_code": status, "budget_used": _spent(state.get("usage"))})
             drive.add_tags([f"status:{status}"])
             drive.end(outputs={"status": status})
             if status == "waiting":
                 return  # the root stays open until a drive ends the run
             boundary = state.get("boundary") or {}
             root.add_metadata({"terminal_code": status, "confidence": (state.get("result") or {}).get("confidence"),
-                               "policy_hash": boundary.get("policy_hash") or metadata["policy_hash"],
-                               "budget_limits": state.get("budget") or metadata["budget_limits"]})
+                               "policy_hash": boundary.get("policy_hash") or metadata.get("policy_hash"),
+                               "budget_limits": state.get("budget") or metadata.get("budget_limits"), "budget_used": _spent(state.get("usage"))})
             root.add_tags([f"status:{status}"])
             root.end(outputs={"status": status, "result": state.get("result")})
             root.patch(exclude_inputs=True)  # the first drive posted them
@@ -103,7 +107,8 @@ def tool_run(payload: dict[str, Any]) -> Iterator[Callable[[list[dict[str, Any]]
 
     call = payload.get("call") or {}
     metadata = {"server": call.get("server"), "tool": call.get("name"), "decision": call.get("decision") or ("approved" if call.get("ask") else "allow"),
-                "rule": call.get("rule"), "call_id": call.get("call_id"), "args_hash": call.get("args_hash")}
+                "rule": call.get("rule"), "call_id": call.get("call_id"), "args_hash": call.get("args_hash"),
+                "policy_hash": payload.get("policy_hash"), "budget_limits": payload.get("budget"), "budget_used": _spent(payload.get("usage"))}
     with langsmith.trace(f"tool:{call.get('name')}", run_type="tool", inputs={"args_hash": call.get("args_hash"), "call_id": call.get("call_id")},
                          metadata=metadata, tags=["tool"]) as span:
 
@@ -113,6 +118,27 @@ def tool_run(payload: dict[str, Any]) -> Iterator[Callable[[list[dict[str, Any]]
             span.end(outputs={"status": record.get("status"), "sha256": record.get("sha256"), "observation_pointer": record.get("observation_pointer")})
 
         yield done
+
+
+def calls_of_node(state: dict[str, Any], update: dict[str, Any]) -> None:
+    """The calls a phase made or refused itself, as `tool` runs under it: the evidence reads of
+    retrieve, the checks of verify, and the calls the gate denied (never sent). Calls sent by an
+    `execute` task have their run there."""
+    if not enabled():
+        return
+    boundary = state.get("boundary") or {}
+    for record in update.get("observations") or []:
+        if record.get("phase") in ("retrieve", "verify") or record.get("status") == "denied":
+            decision = "denied" if record.get("status") == "denied" else "allow"
+            call = {"server": record.get("server"), "name": record.get("tool"), "rule": record.get("rule"), "call_id": record.get("call_id"),
+                    "args_hash": record.get("args_hash"), "decision": decision}
+            with tool_run({"call": call, "policy_hash": boundary.get("policy_hash"), "budget": state.get("budget"), "usage": state.get("usage")}) as done:
+                done([{"status": record.get("status"), "sha256": record.get("sha256"), "observation_pointer": record.get("pointer") or f"observation:{record.get('call_id')}"}])
+
+
+def _spent(usage: dict[str, Any] | None) -> dict[str, Any]:
+    """What the run had spent: its counters that are not zero."""
+    return {key: value for key, value in (usage or {}).items() if isinstance(value, (int, float)) and value}
 
 
 def hosted_tool_run(record: dict[str, Any]) -> None:

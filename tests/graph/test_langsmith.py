@@ -75,9 +75,28 @@ def test_a_run_is_one_langsmith_tree_with_tool_runs_and_events(db_url, workspace
     assert read["extra"]["metadata"]["rule"]
     assert move["extra"]["metadata"]["decision"] == "approved" and move["extra"]["metadata"]["ledger_key"].startswith("bl-")
     assert move["extra"]["metadata"]["outcome"] == "ok" and move["dotted_order"].startswith(second["dotted_order"])
+    assert move["extra"]["metadata"]["policy_hash"] == metadata["policy_hash"] and move["extra"]["metadata"]["budget_limits"]["tool_calls"]
+    assert move["extra"]["metadata"]["budget_used"]["model_turns"] >= 2  # the planner's and the actor's turns before it
+    assert metadata["budget_used"]["tool_calls"] == 2 and metadata["budget_used"]["model_turns"] >= 3
 
     events = [(run["name"], event["name"]) for run in capture.runs.values() for event in run.get("events") or [] if event.get("name") != "start"]
     assert ("approve", "interrupt") in events and ("approve", "tool_approval") in events
+
+
+def test_a_call_the_gate_denies_is_a_tool_run_too(db_url, workspace, tmp_path):
+    """Never sent, the denied call is still in the tree, as a `tool` run with its decision and rule."""
+    script, policy = tmp_path / "script.json", tmp_path / "policy.json"
+    script.write_text(json.dumps({"model_id": "scripted-test", "roles": {"actor": [step(calls=[READ_NOTES, MOVE]), step("done")]}}))
+    policy.write_text(json.dumps({"rules": [{"id": "no-moves", "action": "deny", "tool": "move_file"}]}))
+    with langsmith_stand_in() as (url, capture):
+        env = _env(LANGSMITH_TRACING="true", LANGSMITH_ENDPOINT=url, LANGSMITH_API_KEY="test-key")
+        done = boundloop("run", "Summarize notes.md", "--model", "scripted", "--script", str(script), "--workspace", str(workspace),
+                         "--policy", str(policy), "--unattended", "--thread", "ls-denied", "--database-url", db_url, "--json", env=env)
+        assert json.loads(done.stdout)["status"], done.stderr
+    tools = {run["extra"]["metadata"]["tool"]: run["extra"]["metadata"] for run in capture.runs.values() if run["run_type"] == "tool"}
+    assert tools["workspace__move_file"]["decision"] == "denied" and tools["workspace__move_file"]["outcome"] == "denied"
+    assert tools["workspace__move_file"]["rule"] == "rule:no-moves" and tools["workspace__move_file"]["policy_hash"]
+    assert tools["workspace__read_file"]["outcome"] == "ok"
 
 
 async def test_tracing_is_off_by_default_and_sends_nothing(run_script, monkeypatch):
