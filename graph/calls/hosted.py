@@ -33,6 +33,7 @@ from langchain_core.messages import AIMessage, HumanMessage
 from boundloop.checkpoints import store
 from boundloop.graph.trace import langsmith as langsmith_trace
 from boundloop.graph.core.budget import Budget, add_usage, check_before_tool_call, tool_call_reservation
+from boundloop.graph.core.records import Usage
 from boundloop.graph.models.catalog import tool_call_price_of
 from boundloop.graph.safety import instruction_cues
 from boundloop.graph.services import Services, current_run_id
@@ -89,7 +90,7 @@ async def observe_reply(state: Mapping[str, Any], services: Services, reply: AIM
     decided = {obs["provider_id"]: obs for obs in state.get("observations", []) if obs.get("provider_id")}
     spent, budget = state.get("usage") or {}, Budget.model_validate(state["budget"])
     turn = spent.get("calls_by_role", {}).get("actor", 0)
-    usage: dict[str, Any]
+    usage: Usage
     observations, usage, stopping = [], {}, None
     for position, item in enumerate(items):
         record, delta = await _account(item, f"h{turn}.{position}", offers, decided, state["settings"], services)
@@ -122,7 +123,7 @@ def admit_requests(state: Mapping[str, Any], reply: AIMessage, turn: int, usage:
     budget = Budget.model_validate(state["budget"])
     timeout_s = state["settings"].get("approval_timeout_s")
     answers: list[str | dict[Any, Any]]
-    reserved: dict[str, Any]
+    reserved: Usage
     answers, observations, asks, reserved, stopping = [], [], [], {}, None
     for position, request in enumerate(approval_requests(reply)):
         label, tool, raw = str(request.get("server_label")), str(request.get("name")), request.get("arguments")
@@ -179,7 +180,7 @@ def answer_decision(call: dict[str, Any], approved: bool, reason: str | None, ap
 async def _account(
     item: dict[str, Any], fresh_id: str, offers: dict[str, dict[str, Any]], decided: dict[str, dict[str, Any]],
     settings: dict[str, Any], services: Services,
-) -> tuple[dict[str, Any], dict[str, Any]]:
+) -> tuple[dict[str, Any], Usage]:
     """One reported call: its observation (with the ledger key when it has side effects) and its usage delta."""
     kind = hosted.ITEM_TYPES[item["type"]]
     entry = _entry_for(kind, item, offers)
@@ -208,7 +209,7 @@ async def _account(
         "instructions": instruction_cues(text) if status in ("ok", "tool_error") else [],  # the safety breaker reads these
         "ledger_key": await _ledger(call_id, name, server, tool, args, args_hash, status, item, excerpt, services) if side_effect else None,
     }
-    delta: dict[str, Any] = {"tool_result_chars": len(excerpt)}
+    delta: Usage = {"tool_result_chars": len(excerpt)}
     if not (linked and linked.get("approved")):  # an approved call was reserved when it was approved
         delta = add_usage(delta, tool_call_reservation(tool=name, server=server, has_side_effect=side_effect))
     price = tool_call_price_of(settings, item["type"])

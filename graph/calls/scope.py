@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, cast
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
 from langgraph.config import get_stream_writer
@@ -24,6 +25,7 @@ from mcp import types
 from boundloop.checkpoints import store
 from boundloop.graph.core.budget import Budget, add_usage, check_before_model_call
 from boundloop.graph.services import Services, current_run_id
+from boundloop.graph.state import LoopUpdate
 from boundloop.tools import breakers, secrets
 from boundloop.tools.client_features import CallScope, SamplingRefused
 
@@ -74,11 +76,11 @@ def _sampler(payload: dict[str, Any], services: Services, spent: dict[str, Any])
         if exhausted is not None:
             raise SamplingRefused(f"the run cannot pay for it: {exhausted.message}")
         try:
-            asked = call_model(state, services, SAMPLER, _messages(params), spent=dict(spent))
+            asked = call_model(state, services, SAMPLER, _messages(params), spent=cast("LoopUpdate", dict(spent)))  # what the call's earlier requests spent: usage and breakers
             reply, update = await asyncio.create_task(asked, context=call_context.copy())
         except NoReply as failed:
             _charge(spent, failed.update)
-            raise SamplingRefused(f"the run's model did not answer: {failed.update['ending']['reason']}") from None
+            raise SamplingRefused(f"the run's model did not answer: {failed.ending['reason']}") from None
         _charge(spent, update)
         return types.CreateMessageResult(role="assistant", content=types.TextContent(type="text", text=_text(reply)),
                                          model=str(reply.response_metadata.get("model_name") or payload["settings"].get("model") or "scripted"),
@@ -87,7 +89,7 @@ def _sampler(payload: dict[str, Any], services: Services, spent: dict[str, Any])
     return sample
 
 
-def _charge(spent: dict[str, Any], update: dict[str, Any]) -> None:
+def _charge(spent: dict[str, Any], update: Mapping[str, Any]) -> None:
     spent["usage"] = add_usage(spent.get("usage"), update.get("usage"))
     if "breakers" in update:
         spent["breakers"] = breakers.merge(spent.get("breakers"), update["breakers"])

@@ -148,6 +148,8 @@ class Plan(TypedDict, total=False):
     revisions: list[dict[str, Any]]
     replan: dict[str, Any]
     """A pending re-plan: the steps it is for, the ones reopened."""
+    implicit: bool
+    """The one-step plan of a task that is not planned (graph/quality/proportion.py's `implicit_plan`)."""
 
 
 class Ending(TypedDict):
@@ -165,6 +167,12 @@ class Ending(TypedDict):
     limit: NotRequired[str]
     share: NotRequired[str]
     threshold: NotRequired[str]
+    source: NotRequired[str]
+    """The call whose result carried instructions (an unsafe detection)."""
+    sources: NotRequired[str]
+    """The verified calls that disagree, comma-separated (a source conflict)."""
+    step: NotRequired[str]
+    """The plan step no permitted tool can do (a permission denial)."""
 
 
 ResumeTo = Literal["accepted_plan", "plan", "retrieve", "act", "commit", "repair"]
@@ -194,3 +202,41 @@ class Quality(TypedDict, total=False):
     fresh_from: dict[str, int]
     """Where the repair counts start again after a human granted more repairs."""
     confidence: float
+
+
+PhaseMode = Literal["auto", "always", "never"]
+"""How a costly phase is chosen: `auto` decides from the task (or, for the critic, from triggers)."""
+
+
+class PlanningDecision(TypedDict):
+    """Whether the run asks the planner, decided at intake."""
+
+    mode: PhaseMode
+    plan: bool
+    reason: str
+
+
+class JudgeDecision(TypedDict):
+    """Whether the judge runs, and on which criteria (those no deterministic check covers under `auto`)."""
+
+    mode: PhaseMode
+    run: bool
+    criteria: list[str]
+    reason: str
+
+
+class CritiqueDecision(TypedDict, total=False):
+    """Whether the critic runs: undecided (`run` None) until verify has its verdict and the triggers."""
+
+    mode: PhaseMode
+    run: bool | None
+    triggers: list[str]
+    reason: str
+
+
+class Control(TypedDict):
+    """Which of the costly phases the run enters, and why (`control`)."""
+
+    planning: PlanningDecision
+    judge: JudgeDecision
+    critique: CritiqueDecision
