@@ -8,7 +8,7 @@ added or changed, not the whole history or total again.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Annotated, Any, Callable, cast
 
 from langchain_core.messages import AnyMessage, BaseMessage, BaseMessageChunk, RemoveMessage
@@ -211,7 +211,8 @@ class LoopUpdate(TypedDict, total=False):
     clarifications: list[str]
     evidence: list[dict[str, Any]]
     memories: list[dict[str, Any]]
-    messages: list[AnyMessage]
+    messages: Sequence[AnyMessage | RemoveMessage]
+    """New messages, or a RemoveMessage for one to drop (add_messages merges both)."""
     observations: list[Observation]
     context: dict[str, Any]
     usage: Usage

@@ -24,6 +24,7 @@ from mcp import types
 
 from boundloop.checkpoints import store
 from boundloop.graph.core.budget import Budget, add_usage, check_before_model_call
+from boundloop.graph.core.records import Observation
 from boundloop.graph.services import Services, current_run_id
 from boundloop.graph.state import LoopUpdate
 from boundloop.tools import breakers, secrets
@@ -109,15 +110,15 @@ def _text(reply: AIMessage) -> str:
     return str(reply.text)
 
 
-async def settle(scope: CallScope, result: dict[str, Any], services: Services, *, phase: str) -> dict[str, Any]:
+async def settle(scope: CallScope, result: LoopUpdate, services: Services, *, phase: str) -> LoopUpdate:
     """`result` (the call's update) with the scope's costs and requests added; requests traced."""
     if not scope.events and not scope.escalations:
         return result
     spent = scope.spent
     usage = add_usage(result.get("usage"), spent.get("usage"))
     usage["escalations"] += scope.escalations
-    observation = {**result["observations"][0], "server_requests": secrets.redact(scope.events)}
-    update = {**result, "usage": usage, "observations": [observation]}
+    observation: Observation = {**result["observations"][0], "server_requests": secrets.redact(scope.events)}
+    update: LoopUpdate = {**result, "usage": usage, "observations": [observation]}
     if "breakers" in spent:
         update["breakers"] = spent["breakers"]
     pool = await services.pool()

@@ -206,7 +206,7 @@ def check_before_step(usage: Mapping[str, Any], budget: Budget) -> Exhaustion | 
 
 
 def check_before_tool_call(
-    usage: Mapping[str, Any], budget: Budget, *, tool: str, server: str, has_side_effect: bool
+    usage: Mapping[str, Any], budget: Budget, *, tool: str, server: str | None, has_side_effect: bool | None
 ) -> Exhaustion | None:
     """Would dispatching this call break a limit? `usage` already includes calls reserved this turn."""
     per_tool = usage.get("per_tool", {}).get(tool, 0)

@@ -29,7 +29,7 @@ class Observation(TypedDict, total=False):
     tool_call_id: str
     name: str
     tool: str
-    server: str
+    server: str | None
     args: dict[str, Any]
     args_hash: str
     phase: str
@@ -38,16 +38,18 @@ class Observation(TypedDict, total=False):
     stage: Stage
     status: str
     """How the call ended (ok, tool_error, denied, budget_exceeded, …), or pending."""
-    detail: str
-    side_effect: bool
+    detail: str | None
+    side_effect: bool | None
     reversibility: str
     hosted: bool
     provider_id: str
+    provider_item: str
+    """The provider's item type of a hosted call (e.g. mcp_call, web_search_call)."""
     permitted: bool
     rule: str | None
     decision: str
     approved: bool
-    approver: str
+    approver: str | None
     answered_by: str
     grounded: bool
     postcondition: str
@@ -63,6 +65,8 @@ class Observation(TypedDict, total=False):
     ended_at: float
     latency_ms: float
     ledger_key: str | None
+    server_requests: list[dict[str, Any]]
+    """What the server asked of the run during the call (sampling, elicitation), redacted."""
 
 
 class Approval(TypedDict, total=False):
@@ -80,7 +84,7 @@ class Approval(TypedDict, total=False):
     reservation: Usage
     expires_at: float | None
     decision: str
-    approver: str
+    approver: str | None
     status: str
     run: bool
 
@@ -186,6 +190,8 @@ class Status(TypedDict, total=False):
     phase: str
     terminal: str
     resume_to: ResumeTo | None
+    gated: bool
+    """act decided or grounded calls this step (graph/guards.py routes on)."""
 
 
 class Quality(TypedDict, total=False):
@@ -202,6 +208,8 @@ class Quality(TypedDict, total=False):
     fresh_from: dict[str, int]
     """Where the repair counts start again after a human granted more repairs."""
     confidence: float
+    confidence_signals: dict[str, Any]
+    review_triggers: list[str]
 
 
 PhaseMode = Literal["auto", "always", "never"]

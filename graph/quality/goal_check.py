@@ -62,7 +62,7 @@ class GoalVerdict(BaseModel):
 
 @dataclass(frozen=True)
 class Checked:
-    update: dict[str, Any] = field(default_factory=dict)
+    update: LoopUpdate = field(default_factory=LoopUpdate)
     """What the check recorded and spent ({} when none was due); the actor's call is charged on top."""
     stops: bool = False
     """The run ends here: the actor is not asked this turn."""
