@@ -27,7 +27,7 @@ from boundloop.graph.check import check_graph
 from boundloop.graph.core.faults import crash_point
 from boundloop.graph.trace.progress import PHASE_PROGRESS_STREAMED, phase_progress
 from boundloop.graph.services import Services, current_run_id
-from boundloop.graph.state import LoopState
+from boundloop.graph.state import LoopState, LoopUpdate
 from boundloop.graph.task import RunInput, RunSettings
 from boundloop.graph.trace.record import graph_version, record_interrupt, record_node, record_task
 from boundloop.nodes.act import act
@@ -46,7 +46,7 @@ from boundloop.nodes.retrieve import retrieve
 from boundloop.nodes.validate_plan import validate_plan
 from boundloop.nodes.verify import verify
 
-Node = Callable[..., Awaitable[dict[str, Any]]]
+Node = Callable[..., Awaitable[LoopUpdate]]
 RECURSION_LIMIT = 10_000
 """Graph steps one run may take (LangGraph's own default is 25 in some paths); budgets stop runs long before."""
 
@@ -101,7 +101,7 @@ def build_graph(*, checkpointer: BaseCheckpointSaver | None = None, services: Se
 
 
 def _intake_node(services: Services) -> Node:
-    async def intake_node(state: LoopState, runtime: Runtime[RunSettings]) -> dict[str, Any]:
+    async def intake_node(state: LoopState, runtime: Runtime[RunSettings]) -> LoopUpdate:
         async with services.stops.node(current_run_id()):
             started = time.perf_counter()
             update = await intake(state, runtime, services)
@@ -111,7 +111,7 @@ def _intake_node(services: Services) -> Node:
 
 
 def _phase_node(name: str, node: Node, services: Services) -> Node:
-    async def phase_node(state: dict[str, Any]) -> dict[str, Any]:
+    async def phase_node(state: dict[str, Any]) -> LoopUpdate:
         async with services.stops.node(current_run_id()):
             crash_point(f"enter:{name}")
             started = time.perf_counter()
@@ -125,7 +125,7 @@ def _phase_node(name: str, node: Node, services: Services) -> Node:
 
 
 def _task_node(node: Node, services: Services, *, calls_tool: bool) -> Node:
-    async def task_node(sent: dict[str, Any]) -> dict[str, Any]:
+    async def task_node(sent: dict[str, Any]) -> LoopUpdate:
         crash_point(f"enter:{node.__name__}")
         payload = guards.task_payload(sends.task_state(), node.__name__, sends.call_id(sent))  # the Send names the call only (graph/sends.py)
         async with services.stops.node(current_run_id()):
@@ -163,7 +163,7 @@ async def _interrupts_traced(name: str, services: Services) -> AsyncIterator[Non
         raise
 
 
-async def _settle(name: str, state: Mapping[str, Any], update: dict[str, Any], started: float, services: Services) -> dict[str, Any]:
+async def _settle(name: str, state: Mapping[str, Any], update: LoopUpdate, started: float, services: Services) -> LoopUpdate:
     """Charge the node's active time to the wall-clock budget, write its trace event, and stream
     the phase's progress to `custom` stream consumers (Studio, SDK clients; a no-op otherwise)."""
     elapsed = time.perf_counter() - started

@@ -23,6 +23,7 @@ from langchain_core.messages import AIMessage
 
 from boundloop.graph import ladder
 from boundloop.graph.core.plan import unfinished
+from boundloop.graph.core.records import Ending
 from boundloop.graph.core.status import Terminal, ending
 
 DENIAL_LIMIT = 3
@@ -61,7 +62,7 @@ def cues_of(observation: dict[str, Any]) -> list[str]:
     return []
 
 
-def unsafe(state: Mapping[str, Any]) -> dict[str, Any] | None:
+def unsafe(state: Mapping[str, Any]) -> Ending | None:
     """UNSAFE_DETECTION when the breaker trips, with the evidence named in the reason."""
     if not refused_any(state):  # both trips need a refused attempt
         return None
@@ -100,7 +101,7 @@ def _informed(observations: list[dict[str, Any]]) -> bool:
     return False
 
 
-def permission_denied(state: Mapping[str, Any]) -> dict[str, Any] | None:
+def permission_denied(state: Mapping[str, Any]) -> Ending | None:
     """PERMISSION_DENIED when a required step's every tool was refused: denied by policy (at once),
     or rejected by a human and the actor then gave its final answer without it. A rejection is
     the human's permission decision, not a failure: the actor reads it and may revise (another

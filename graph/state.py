@@ -8,7 +8,7 @@ added or changed, not the whole history or total again.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Annotated, Any, Callable, cast
 
 from langchain_core.messages import AnyMessage, BaseMessage, BaseMessageChunk, RemoveMessage
@@ -19,7 +19,7 @@ from typing_extensions import TypedDict  # pydantic builds the server's output s
 
 from boundloop.graph import ladder
 from boundloop.graph.core.budget import add_usage, summed_usage
-from boundloop.graph.core.records import Approval, Ending, Observation, Plan, Quality, Status, Usage
+from boundloop.graph.core.records import Approval, Control, Ending, Observation, Plan, Quality, Status, Usage
 from boundloop.graph.fold_index import FoldIndex
 from boundloop.tools import breakers as breaker_state
 
@@ -102,7 +102,7 @@ def _fold_by_call_id(current: list[dict[str, Any]] | None, writes: list[Any]) ->
     return merged
 
 
-def _fold_usage(current: dict[str, Any] | None, writes: list[Any]) -> dict[str, Any]:
+def _fold_usage(current: dict[str, Any] | None, writes: list[Any]) -> Usage:
     return summed_usage(current, writes)
 
 
@@ -125,18 +125,19 @@ def applied(state: Mapping[str, Any], update: Mapping[str, Any]) -> LoopState:
     return cast("LoopState", merged)  # each channel merged as LoopState declares it
 
 
-def combined(first: dict[str, Any], second: dict[str, Any]) -> dict[str, Any]:
+def combined(first: LoopUpdate, second: LoopUpdate) -> LoopUpdate:
     """One update that has the effect of `first`, then `second`, written in one step: a merged
     channel gets both writes (messages and observations in order), any other the later value."""
-    merged = dict(first)
-    for key, value in second.items():
+    merged: dict[str, Any] = dict(first)
+    later: Mapping[str, Any] = second
+    for key, value in later.items():
         if key not in first or key not in MERGED_BY:
             merged[key] = value
         elif key in ("messages", "observations"):
-            merged[key] = [*first[key], *value]
+            merged[key] = [*merged[key], *value]
         else:
-            merged[key] = MERGED_BY[key](first[key], value)
-    return merged
+            merged[key] = MERGED_BY[key](merged[key], value)
+    return cast("LoopUpdate", merged)
 
 
 @with_config(ConfigDict(use_attribute_docstrings=True))  # the docstrings below become the output schema's descriptions
@@ -154,7 +155,7 @@ class LoopState(TypedDict, total=False):
     tools: dict[str, Any]
     """The tool definitions pinned at intake, written once: {"version": registry hash, "specs": [...]}.
     Every step's registry comes from here, not from the live servers (tools/pinning.py)."""
-    control: dict[str, Any]
+    control: Control
     """Which costly phases the run enters and why (graph/quality/proportion.py): planning and the judge decided
     at intake, the critic after verification, each {mode, run or plan, reason}."""
     plan: Plan
@@ -205,11 +206,13 @@ class LoopUpdate(TypedDict, total=False):
     budget: dict[str, Any]
     boundary: dict[str, Any]
     tools: dict[str, Any]
+    control: Control
     plan: Plan
     clarifications: list[str]
     evidence: list[dict[str, Any]]
     memories: list[dict[str, Any]]
-    messages: list[AnyMessage]
+    messages: Sequence[AnyMessage | RemoveMessage]
+    """New messages, or a RemoveMessage for one to drop (add_messages merges both)."""
     observations: list[Observation]
     context: dict[str, Any]
     usage: Usage

@@ -20,6 +20,7 @@ from typing import Any
 
 from boundloop.graph.quality import goal_check
 from boundloop.graph import safety
+from boundloop.graph.core.records import Ending
 from boundloop.graph.core.status import Terminal, ending
 
 REPEAT_LIMIT = 3
@@ -27,12 +28,12 @@ NOT_A_LOOP = frozenset({"pending", "ok", "budget_exceeded", "cancelled", "unknow
 """Outcomes that are not the same failure coming back: not ended yet, progress, or endings of their own."""
 
 
-def tripped(state: Mapping[str, Any]) -> dict[str, Any] | None:
+def tripped(state: Mapping[str, Any]) -> Ending | None:
     return (safety.unsafe(state) or safety.permission_denied(state) or repeated_failure(state) or source_conflict(state)
             or goal_check.no_progress(state))
 
 
-def repeated_failure(state: Mapping[str, Any]) -> dict[str, Any] | None:
+def repeated_failure(state: Mapping[str, Any]) -> Ending | None:
     failures = []
     for obs in reversed(state.get("observations", [])):  # back to the latest progress only: a long run's history stays unread
         if obs.get("phase") != "act":
@@ -56,7 +57,7 @@ def repeated_failure(state: Mapping[str, Any]) -> dict[str, Any] | None:
     return None
 
 
-def source_conflict(state: Mapping[str, Any]) -> dict[str, Any] | None:
+def source_conflict(state: Mapping[str, Any]) -> Ending | None:
     """SOURCE_CONFLICT when the judge names a task-critical claim on which two verified observations disagree.
     A conflict that cites fewer than two verified observations is not grounded and is ignored."""
     conflicts = ((state.get("quality") or {}).get("verification") or {}).get("conflicts", [])

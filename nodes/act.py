@@ -29,44 +29,45 @@ from boundloop.graph.quality import goal_check
 from boundloop.graph import guards, ladder, schedule
 from boundloop.graph.calls import hosted as hosted_tools
 from boundloop.graph.core.budget import add_usage
+from boundloop.graph.core.records import Status
 from boundloop.graph.models.catalog import NoReply, call_model, model_id
 from boundloop.graph.models.prompts import ACTOR, SCHEMA_RULE, evidence_brief, task_brief
 from boundloop.graph.services import Services, current_run_id
-from boundloop.graph.state import LoopState
+from boundloop.graph.state import LoopState, LoopUpdate
 from boundloop.graph.state import applied, combined
 from boundloop.graph.core.status import Terminal, ending
 from boundloop.nodes.gate import gate
 from boundloop.nodes.observe import observe
 from boundloop.tools.errors import ConfigError
 
-GATED = {"phase": "act", "gated": True}
+GATED: Status = {"phase": "act", "gated": True}
 """act's status when the gate decided the reply's calls in this step: the guard dispatches them."""
-GROUNDED = {"phase": "observe", "gated": True}
+GROUNDED: Status = {"phase": "observe", "gated": True}
 """act's status when the step only grounded results and the turn goes on: the guard routes it on."""
 
 
-async def act(state: LoopState, services: Services) -> dict[str, Any]:
+async def act(state: LoopState, services: Services) -> LoopUpdate:
     """Ground the turn's results, then one actor turn and the gate's decisions (see the module docstring)."""
-    grounded: dict[str, Any] = {}
+    grounded: LoopUpdate = {}
     if (state.get("status") or {}).get("gated"):  # execute or approve ran since the last turn
         grounded = await observe(state, services)
         state = applied(state, grounded)
         if guards.route_tool_calls(state) != "act":  # another wave, an approval, a re-plan or a stop
-            return {**grounded, "status": dict(GROUNDED)}
+            return {**grounded, "status": GROUNDED.copy()}
     update = await ask_actor(state, services)
     return combined(grounded, await gate_reply(state, update, services))
 
 
-async def gate_reply(state: LoopState, update: dict[str, Any], services: Services) -> dict[str, Any]:
+async def gate_reply(state: LoopState, update: LoopUpdate, services: Services) -> LoopUpdate:
     """`update` with the gate's decisions on the reply's calls, when the run goes on to decide them
     (guards.needs_gate); else `update`."""
     after = applied(state, update)
     if not guards.needs_gate(after):
         return update
-    return {**combined(update, await gate(after, services)), "status": dict(GATED)}
+    return {**combined(update, await gate(after, services)), "status": GATED.copy()}
 
 
-async def ask_actor(state: LoopState, services: Services) -> dict[str, Any]:
+async def ask_actor(state: LoopState, services: Services) -> LoopUpdate:
     """The actor's reply, or what stopped it. The brief (task, plan progress, evidence) is rebuilt each turn, not stored."""
     registry = await services.registry(current_run_id(), state["settings"], state.get("tools"))
     request, tools = actor_request(state, [spec.for_model() for spec in registry.specs()])

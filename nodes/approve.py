@@ -23,6 +23,8 @@ from boundloop.checkpoints import approvals
 from boundloop.checkpoints.errors import ApprovalRefused
 from boundloop.graph.calls import hosted as hosted_tools
 from boundloop.graph.core.budget import add_usage
+from boundloop.graph.core.records import Approval, Observation
+from boundloop.graph.state import LoopUpdate
 from boundloop.graph.services import Services, current_run_id
 from boundloop.nodes.calls import record_outcome
 from boundloop.tools import arguments, breakers, gateway
@@ -60,7 +62,7 @@ class ApprovalDecision(BaseModel):
     """The argument hash the approver saw; when given it must match the request."""
 
 
-async def approve(payload: dict[str, Any], services: Services) -> dict[str, Any]:
+async def approve(payload: dict[str, Any], services: Services) -> LoopUpdate:
     """`payload` (guards.task_payload, from the state this step starts from): the call, the run's pinned tools, settings and usage."""
     call = payload["call"]
     run_id, pool = current_run_id(), await services.pool()
@@ -68,7 +70,7 @@ async def approve(payload: dict[str, Any], services: Services) -> dict[str, Any]
     await approvals.request_approval(pool, thread_id=run_id, call_id=call["call_id"], tool=call["name"],
                                      args_hash=call["args_hash"], expires_at=call.get("expires_at"), payload=request)
     decision, recorded = await _decision(request, call, pool, run_id, payload["settings"].get("user"))
-    record: dict[str, Any] = {"call_id": call["call_id"], "decision": decision.decision, "approver": decision.approver, "run": False}
+    record: Approval = {"call_id": call["call_id"], "decision": decision.decision, "approver": decision.approver, "run": False}
     if call.get("hosted"):  # the provider runs it: our answer is an approval response, never a dispatch
         message = None if decision.decision == "approve" else decision.message or REJECTED.format(name=call["name"], message="no reason given")
         update = hosted_tools.answer_decision(call, decision.decision == "approve", message, decision.approver)
@@ -77,7 +79,7 @@ async def approve(payload: dict[str, Any], services: Services) -> dict[str, Any]
     elif decision.decision == "edit":
         update, edited = await _check_edit(call, decision.args or {}, payload, services)
         if edited is not None:
-            record.update(run=True, args=edited, args_hash=breakers.arguments_hash(edited))
+            record.update({"run": True, "args": edited, "args_hash": breakers.arguments_hash(edited)})
     elif decision.decision == "respond":
         outcome = CallOutcome("ok", text=decision.result or "", detail=ANSWERED_BY_A_HUMAN)
         update = await record_outcome(call, outcome, payload["settings"], services, started=time.time(), phase="act")
@@ -156,7 +158,7 @@ def _request(call: dict[str, Any], payload: dict[str, Any]) -> dict[str, Any]:
 
 async def _check_edit(
     call: dict[str, Any], new_args: dict[str, Any], payload: dict[str, Any], services: Services
-) -> tuple[dict[str, Any], dict[str, Any] | None]:
+) -> tuple[LoopUpdate, dict[str, Any] | None]:
     """An edit is re-validated and re-decided on what it reaches: it can never turn into a call that
     policy denies. Returns the update and the arguments to run (None: refused)."""
     spec = gateway.relied_spec(await services.registry(current_run_id(), payload["settings"], payload.get("tools")), call)
@@ -170,12 +172,12 @@ async def _check_edit(
     return _reserved(call), new_args
 
 
-def _reserved(call: dict[str, Any]) -> dict[str, Any]:
+def _reserved(call: dict[str, Any]) -> LoopUpdate:
     """A call approved to run spends the budget the gate reserved for it."""
     return {"usage": add_usage(None, call.get("reservation"))}
 
 
-def _refused(call: dict[str, Any], status: str, text: str) -> dict[str, Any]:
+def _refused(call: dict[str, Any], status: str, text: str) -> LoopUpdate:
     message = ToolMessage(text, tool_call_id=call["tool_call_id"], name=call["name"], status="error")
-    observation = {"call_id": call["call_id"], "stage": "intended", "status": status, "detail": text}
+    observation: Observation = {"call_id": call["call_id"], "stage": "intended", "status": status, "detail": text}
     return {"messages": [message], "observations": [observation]}

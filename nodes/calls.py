@@ -26,7 +26,9 @@ from langchain_core.messages import ToolMessage
 from boundloop.graph.core import deadline
 from boundloop.graph.calls import elicitation, scope as mcp_scope
 from boundloop.graph.core.budget import add_usage, tool_call_reservation
+from boundloop.graph.core.records import Observation, Usage
 from boundloop.graph.services import Services, current_run_id
+from boundloop.graph.state import LoopUpdate
 from boundloop.tools import client_features, dispatch, gateway, ledger, pinning
 from boundloop.tools.outcome import CallOutcome
 
@@ -37,7 +39,7 @@ NO_RESPONSE = frozenset({"timeout", "server_unavailable", "cancelled", "unknown_
 """Outcomes of a call that was sent but never answered: the ladder stops at `attempted`."""
 
 
-async def run_call(call: dict[str, Any], payload: dict[str, Any], services: Services, *, phase: str) -> dict[str, Any]:
+async def run_call(call: dict[str, Any], payload: dict[str, Any], services: Services, *, phase: str) -> LoopUpdate:
     """Dispatch one call and turn its outcome into exactly one tool message, one observation, usage.
 
     The run's servers start here at the latest (a resumed run plans and acts without them), and the
@@ -99,7 +101,7 @@ async def run_call(call: dict[str, Any], payload: dict[str, Any], services: Serv
     return await mcp_scope.settle(scope, result, services, phase=phase)
 
 
-async def _refuse_unmet(call: dict[str, Any], text: str, settings: dict[str, Any], services: Services, started: float) -> dict[str, Any]:
+async def _refuse_unmet(call: dict[str, Any], text: str, settings: dict[str, Any], services: Services, started: float) -> LoopUpdate:
     """Refuse a held call whose dependency did not get done: nothing sent, the gate's reservation refunded."""
     update = await record_outcome(call, CallOutcome("dependency_unmet", text=text, detail=text), settings, services, started=started, phase="act")
     update["observations"][0]["stage"] = "intended"
@@ -111,7 +113,7 @@ async def _refuse_unmet(call: dict[str, Any], text: str, settings: dict[str, Any
 
 async def record_outcome(
     call: dict[str, Any], outcome: CallOutcome, settings: dict[str, Any], services: Services, *, started: float, phase: str
-) -> dict[str, Any]:
+) -> LoopUpdate:
     """Bound the payload for the model, store the full payload when cut, and ground the observation."""
     excerpt, truncated = dispatch.bound_text(outcome.text, settings.get("max_result_chars", 4_000))
     pointer = None
@@ -121,7 +123,7 @@ async def record_outcome(
         pointer = await put_payload(await services.pool(), current_run_id(), call["call_id"], outcome.text)
     text = gateway.model_text(outcome, excerpt, truncated, call.get("warning"))
     message = ToolMessage(text, tool_call_id=call["tool_call_id"], name=call["name"], status="success" if outcome.ok else "error")
-    observation = {
+    observation: Observation = {
         "call_id": call["call_id"],
         "tool_call_id": call["tool_call_id"],
         "tool": call["name"],
@@ -143,5 +145,5 @@ async def record_outcome(
         "started_at": started,
         "ended_at": time.time(),
     }
-    usage = {"tool_result_chars": len(excerpt), "retries": max(outcome.attempts - 1, 0)}
+    usage: Usage = {"tool_result_chars": len(excerpt), "retries": max(outcome.attempts - 1, 0)}
     return {"messages": [message], "observations": [observation], "usage": usage}

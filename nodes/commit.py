@@ -23,18 +23,18 @@ from typing import Any
 from boundloop.graph.quality.confidence import estimate, review_triggers, signals_of
 from boundloop.graph.core.plan import describe_unfinished, unfinished
 from boundloop.graph.services import Services
-from boundloop.graph.core.records import Observation
+from boundloop.graph.core.records import Observation, Quality
 from boundloop.graph.core.status import Terminal, ending
-from boundloop.graph.state import LoopState
+from boundloop.graph.state import LoopState, LoopUpdate
 
 
-async def commit(state: LoopState, services: Services) -> dict[str, Any]:
-    quality: dict[str, Any] = dict(state.get("quality") or {})
+async def commit(state: LoopState, services: Services) -> LoopUpdate:
+    quality: Quality = {**(state.get("quality") or {})}
     output = quality.get("verification", {}).get("output", "")
     signals = signals_of(state)
     confidence = estimate(signals)
     triggers = review_triggers(state)
-    quality.update(confidence=confidence, confidence_signals=asdict(signals), review_triggers=triggers)
+    quality.update({"confidence": confidence, "confidence_signals": asdict(signals), "review_triggers": triggers})
     settings = state["settings"]
     steps = (state.get("plan") or {}).get("steps", [])
     missing, secondary = describe_unfinished(unfinished(steps)), describe_unfinished(unfinished(steps, optional=True))
@@ -89,7 +89,7 @@ async def commit(state: LoopState, services: Services) -> dict[str, Any]:
     }
 
 
-def _verdict(quality: dict[str, Any]) -> dict[str, Any]:
+def _verdict(quality: Quality) -> dict[str, Any]:
     """What verification decided, as the provenance keeps it: passed or not, and what failed."""
     verification = quality.get("verification") or {}
     return {"passed": verification.get("passed"), "failures": [failure.get("criterion") for failure in verification.get("failures", [])],

@@ -22,7 +22,7 @@ from boundloop.graph.models import size
 from boundloop.graph.models.catalog import model_id
 from boundloop.graph.services import Services, current_run_id
 from boundloop.graph.core.status import Terminal, ending
-from boundloop.graph.state import LoopState
+from boundloop.graph.state import LoopState, LoopUpdate
 from boundloop.nodes.act import actor_request
 
 UNSAFE = ("context_tokens: the run's must-keep state alone needs {tokens} tokens, over the compaction threshold of "
@@ -30,7 +30,7 @@ UNSAFE = ("context_tokens: the run's must-keep state alone needs {tokens} tokens
 UNSAFE_NEXT = "Run again with a larger context budget (--budget context_tokens={suggest}) or a model with a larger context window."
 
 
-async def compact(state: LoopState, services: Services) -> dict[str, Any]:
+async def compact(state: LoopState, services: Services) -> LoopUpdate:
     run_id = current_run_id()
     registry = await services.registry(run_id, state["settings"], state.get("tools"))
     specs = [spec.for_model() for spec in registry.specs()]

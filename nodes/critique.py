@@ -22,13 +22,14 @@ from langchain_core.messages import HumanMessage, SystemMessage
 from pydantic import BaseModel, Field
 
 from boundloop.graph.quality import convergence, fault_trace
+from boundloop.graph.core.records import Quality
 from boundloop.graph.core import escalations
 from boundloop.graph.quality.diagnosis import RootCause
 from boundloop.graph.models.catalog import NoReply, ask_for, unusable_reply_ending
 from boundloop.graph.context import fitting
 from boundloop.graph.models.prompts import CRITIC, task_brief
 from boundloop.graph.services import Services
-from boundloop.graph.state import LoopState
+from boundloop.graph.state import LoopState, LoopUpdate
 
 RUBRIC: dict[str, tuple[float, float]] = {
     "correctness": (0.40, 0.80),
@@ -67,8 +68,8 @@ class CriticReply(BaseModel):
     defects: list[Defect] = Field(default_factory=list)
 
 
-async def critique(state: LoopState, services: Services) -> dict[str, Any]:
-    quality: dict[str, Any] = dict(state.get("quality") or {})
+async def critique(state: LoopState, services: Services) -> LoopUpdate:
+    quality: Quality = {**(state.get("quality") or {})}
     verification = quality.get("verification", {})
     brief, findings = task_brief(state["task"]), verification.get("failures") or "none"
     plan_lines = _steps_brief((state.get("plan") or {}).get("steps", []))
@@ -99,7 +100,7 @@ def _steps_brief(steps: Sequence[Mapping[str, Any]]) -> str:
     return "\n".join(f"- {step['id']} [{step.get('status', 'pending')}]: {step['description']}" for step in steps) or "(no plan steps)"
 
 
-def _measured(quality: dict[str, Any], state: LoopState) -> dict[str, Any]:
+def _measured(quality: Quality, state: LoopState) -> Quality:
     """The iteration's quality score recorded, for convergence control (graph/quality/convergence.py)."""
     usage = state.get("usage", {})
     return convergence.record(quality, iteration=usage.get("repairs", 0), turn=usage.get("calls_by_role", {}).get("actor", 0))

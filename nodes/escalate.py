@@ -9,7 +9,7 @@ is computed from checkpointed state only, so a re-run of this node asks exactly 
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import Any, cast
 
 from langchain_core.messages import HumanMessage
 from langgraph.types import interrupt
@@ -18,15 +18,22 @@ from boundloop.checkpoints import approvals
 from boundloop.checkpoints.errors import ApprovalRefused
 from boundloop.graph.core import escalations
 from boundloop.graph.core.budget import Budget, add_usage
+from boundloop.graph.core.records import Ending, Quality, ResumeTo, Usage
 from boundloop.graph.core.escalations import EscalationAnswer
 from boundloop.graph.services import Services, current_run_id
 from boundloop.graph.core.status import Terminal, ending
-from boundloop.graph.state import LoopState
+from boundloop.graph.state import LoopState, LoopUpdate
 
 EXPIRED = "the {kind} request expired before a decision; treated as declined"
 
 
-async def escalate(state: LoopState, services: Services) -> dict[str, Any]:
+class Answered(LoopUpdate, total=False):
+    """What a human's answer changes, and where the run continues (`status.resume_to`)."""
+
+    resume_to: ResumeTo | None
+
+
+async def escalate(state: LoopState, services: Services) -> LoopUpdate:
     kind, request = escalations.request(state)
     run_id, pool = current_run_id(), await services.pool()
     number = state["usage"].get("escalations", 0)
@@ -38,15 +45,16 @@ async def escalate(state: LoopState, services: Services) -> dict[str, Any]:
     recorded = await _record(pool, run_id, call_id, answer)
     if recorded is not None and approvals.expired(recorded):
         answer = EscalationAnswer(message=EXPIRED.format(kind=kind), approver=answer.approver)  # as a decline: the ending stands
-    update = APPLY[kind](state, request, answer)
-    usage: dict[str, Any] = {"escalations": 1}
+    update: Answered = APPLY[kind](state, request, answer)
+    usage: Usage = {"escalations": 1}
     if state["settings"].get("count_wait_time") and recorded is not None and recorded.decided_at is not None:
         usage["wall_clock_s"] = (recorded.decided_at - recorded.created_at).total_seconds()
-    return {**update, "usage": add_usage(update.pop("usage", None), usage),
-            "status": {"phase": "escalate", "resume_to": update.pop("resume_to", None)}}
+    answered: Answered = {**update, "usage": add_usage(update.pop("usage", None), usage),
+                          "status": {"phase": "escalate", "resume_to": update.pop("resume_to", None)}}
+    return answered
 
 
-def _approve_plan(state: LoopState, request: dict[str, Any], answer: EscalationAnswer) -> dict[str, Any]:
+def _approve_plan(state: LoopState, request: dict[str, Any], answer: EscalationAnswer) -> Answered:
     plan = state["plan"]
     if answer.accept:
         return {"plan": {**plan, "approved": True, "approver": answer.approver}, "resume_to": "accepted_plan"}
@@ -54,7 +62,7 @@ def _approve_plan(state: LoopState, request: dict[str, Any], answer: EscalationA
     return {"plan": {**plan, "valid": False, "errors": [rejected]}, "usage": {"replans": 1}, "resume_to": "plan"}
 
 
-def _answer_question(state: LoopState, request: dict[str, Any], answer: EscalationAnswer) -> dict[str, Any]:
+def _answer_question(state: LoopState, request: dict[str, Any], answer: EscalationAnswer) -> Answered:
     text = (answer.answer or "").strip()
     if not text:
         return {}  # no answer: the ending stands and the run ends with it
@@ -62,16 +70,16 @@ def _answer_question(state: LoopState, request: dict[str, Any], answer: Escalati
     return {"clarifications": [*state.get("clarifications", []), clarification], "ending": None, "plan": {}, "resume_to": "plan"}
 
 
-def _extend_budget(state: LoopState, request: dict[str, Any], answer: EscalationAnswer) -> dict[str, Any]:
+def _extend_budget(state: LoopState, request: dict[str, Any], answer: EscalationAnswer) -> Answered:
     if not answer.grant:
         return {"ending": request["ending"]}  # declined: the exhaustion ends the run
     budget = Budget.model_validate({**state["budget"], **answer.grant})
     plan = state.get("plan") or {}
-    resume_to = "act" if plan.get("valid") and not plan.get("replan") else "plan"  # a stuck step's re-plan goes ahead
+    resume_to: ResumeTo = "act" if plan.get("valid") and not plan.get("replan") else "plan"  # a stuck step's re-plan goes ahead
     return {"budget": budget.model_dump(mode="json"), "ending": None, "resume_to": resume_to}
 
 
-def _review(state: LoopState, request: dict[str, Any], answer: EscalationAnswer) -> dict[str, Any]:
+def _review(state: LoopState, request: dict[str, Any], answer: EscalationAnswer) -> Answered:
     who = answer.approver or "a reviewer"
     if answer.accept and request.get("output") is not None:
         return {"ending": ending(Terminal.SUCCESS, f"accepted by {who} at confidence {request.get('confidence')}")}
@@ -81,9 +89,9 @@ def _review(state: LoopState, request: dict[str, Any], answer: EscalationAnswer)
                              "Change the task or the approach; the run's side effects were rolled back.")}
 
 
-def _settle_disagreement(state: LoopState, request: dict[str, Any], answer: EscalationAnswer) -> dict[str, Any]:
+def _settle_disagreement(state: LoopState, request: dict[str, Any], answer: EscalationAnswer) -> Answered:
     """Accepted: commit the output as a human vouched for it. Rejected: repair, with the reason."""
-    quality: dict[str, Any] = dict(state["quality"])
+    quality: Quality = {**state["quality"]}
     if answer.accept:
         quality["accepted_by"] = answer.approver or "a reviewer"
         return {"quality": quality, "resume_to": "commit"}
@@ -92,10 +100,10 @@ def _settle_disagreement(state: LoopState, request: dict[str, Any], answer: Esca
     return {"quality": quality, "resume_to": "repair"}
 
 
-def _settle_repair(state: LoopState, request: dict[str, Any], answer: EscalationAnswer) -> dict[str, Any]:
+def _settle_repair(state: LoopState, request: dict[str, Any], answer: EscalationAnswer) -> Answered:
     """Accepted: commit the best output. Granted: repair again, the strategy ladder, stall window and
     repeat count starting afresh, with the human's message for the actor. Otherwise the ending stands."""
-    quality: dict[str, Any] = dict(state["quality"])
+    quality: Quality = {**state["quality"]}
     if answer.accept:
         quality["accepted_by"] = answer.approver or "a reviewer"
         quality["verification"] = {**quality.get("verification", {}), "output": request.get("output") or ""}
@@ -108,7 +116,7 @@ def _settle_repair(state: LoopState, request: dict[str, Any], answer: Escalation
         guidance = [HumanMessage(f"A human reviewer says: {answer.message}")] if answer.message else []
         return {"quality": quality, "budget": budget.model_dump(mode="json"), "ending": None, "messages": guidance, "resume_to": "act"}
     who = answer.approver or "a reviewer"
-    return {"ending": {**request["ending"], "reason": f"{request['ending']['reason']}; {who} declined: {answer.message or 'no reason given'}"}}
+    return {"ending": cast(Ending, {**request["ending"], "reason": f"{request['ending']['reason']}; {who} declined: {answer.message or 'no reason given'}"})}  # the ending as the request recorded it
 
 
 APPLY = {"plan_approval": _approve_plan, "ask_user": _answer_question, "budget_extension": _extend_budget, "review": _review,

@@ -13,10 +13,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from boundloop.graph.state import LoopUpdate
 from boundloop.graph.services import Services
 from boundloop.nodes.calls import run_call
 
 
-async def execute(payload: dict[str, Any], services: Services) -> dict[str, Any]:
+async def execute(payload: dict[str, Any], services: Services) -> LoopUpdate:
     """`payload` (guards.task_payload, from the state this step starts from): the call, the run's pinned tools and settings, and what the call may spend."""
     return await run_call(payload["call"], payload, services, phase="act")

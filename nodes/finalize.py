@@ -18,15 +18,16 @@ from typing import Any
 from boundloop.checkpoints import store
 from boundloop.graph import safety
 from boundloop.graph.core.budget import Budget, check_before_model_call, check_before_step
+from boundloop.graph.core.records import Ending
 from boundloop.graph.services import Services, current_run_id
 from boundloop.graph.core.status import Terminal, ending
-from boundloop.graph.state import LoopState
+from boundloop.graph.state import LoopState, LoopUpdate
 from boundloop.graph.tripwires import tripped
 from boundloop.nodes._rollback import ROLLS_BACK, roll_back
 from boundloop.nodes.verify import final_answer
 
 
-async def finalize(state: LoopState, services: Services) -> dict[str, Any]:
+async def finalize(state: LoopState, services: Services) -> LoopUpdate:
     outcome = state.get("ending") or tripped(state) or budget_ending(state)
     if fallbacks := (state.get("usage") or {}).get("fallbacks_by_role"):
         outcome = {**outcome, "degraded": degraded(fallbacks)}
@@ -44,7 +45,7 @@ async def finalize(state: LoopState, services: Services) -> dict[str, Any]:
         if compensations:
             await store.append_trace(await services.pool(), run_id, "compensation", node="finalize", data={"outcomes": compensations})
     await services.close_run(run_id)
-    update = {"ending": outcome, "status": {"phase": "finalize", "terminal": code.value}}
+    update: LoopUpdate = {"ending": outcome, "status": {"phase": "finalize", "terminal": code.value}}
     if artifact != state.get("result"):  # commit's result is written once: a whole copy per write
         update["result"] = artifact
     return update
@@ -72,7 +73,7 @@ def failure_report(state: Mapping[str, Any], outcome: Mapping[str, Any]) -> dict
     }
 
 
-def budget_ending(state: LoopState) -> dict[str, Any]:
+def budget_ending(state: LoopState) -> Ending:
     """Why a guard routed here without a node's ending: a budget that would be broken next."""
     budget = Budget.model_validate(state["budget"])
     exhaustion = check_before_model_call(state.get("usage", {}), budget) or check_before_step(state.get("usage", {}), budget)

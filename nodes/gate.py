@@ -20,7 +20,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, cast
 
 from langchain_core.messages import AIMessage, ToolMessage
 
@@ -28,15 +28,16 @@ from boundloop.graph.calls import hosted as hosted_tools
 from boundloop.graph.context import payloads as payload_tool
 from boundloop.graph import schedule
 from boundloop.graph.core.budget import Budget, add_usage
+from boundloop.graph.core.records import Approval, Usage
 from boundloop.graph.services import Services, current_run_id
 from boundloop.graph.core.status import Terminal, ending
-from boundloop.graph.state import LoopState
+from boundloop.graph.state import LoopState, LoopUpdate
 from boundloop.tools import gateway
 
 MALFORMED = "invalid_arguments: {name}: the arguments are not valid JSON ({error}); received {raw!r}. Send the call again with a JSON object of named arguments."
 
 
-async def gate(state: LoopState, services: Services) -> dict[str, Any]:
+async def gate(state: LoopState, services: Services) -> LoopUpdate:
     """The decisions on the calls of the last actor reply, as a state update (no `status`: act's)."""
     reply = _last_ai(state)
     turn = state["usage"]["calls_by_role"].get("actor", 1) - 1
@@ -64,7 +65,7 @@ async def gate(state: LoopState, services: Services) -> dict[str, Any]:
     admissions += [_malformed(call, registry.get(call.name)) for call in _unparsed(reply, turn)]
     messages, observations = _refuse_unmet(blocked, bindings, steps, registry)
     planned, asks = [], []
-    usage: dict[str, Any] = {}
+    usage: Usage = {}
     stopping = None
     parallel: dict[str | None, bool] = {step["id"]: step.get("parallel", True) for step in steps}
     timeout_s = state["settings"].get("approval_timeout_s")
@@ -92,7 +93,7 @@ async def gate(state: LoopState, services: Services) -> dict[str, Any]:
         answered = hosted_tools.admit_requests(state, reply, turn, add_usage(state["usage"], usage))
         messages, observations, asks = messages + answered["messages"], observations + answered["observations"], asks + answered["asks"]
         usage, stopping = add_usage(usage, answered["usage"]), stopping or answered.get("ending")
-    update: dict[str, Any] = {
+    update: LoopUpdate = {
         "observations": observations,
         "usage": usage,
         "dispatch": schedule.waves(planned, budget.parallel_calls),
@@ -100,7 +101,7 @@ async def gate(state: LoopState, services: Services) -> dict[str, Any]:
     if messages:  # an empty write changes nothing and still costs a checkpoint row
         update["messages"] = messages
     if asks:
-        update["approvals"] = asks
+        update["approvals"] = cast("list[Approval]", asks)  # each a call the gate admitted, with its approval request
     if stopping:
         update["ending"] = stopping
     return update

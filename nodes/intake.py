@@ -21,7 +21,7 @@ from boundloop.graph.core.profiles import budget_for
 from boundloop.graph.models.prompts import PROMPT_VERSION
 from boundloop.graph.services import Services, current_run_id
 from boundloop.graph.core.status import Terminal, ending
-from boundloop.graph.state import LoopState
+from boundloop.graph.state import LoopState, LoopUpdate
 from boundloop.graph.task import RunSettings, Task
 from boundloop.tools import gateway, hosted, pinning
 from boundloop.tools.errors import ConfigError, PolicyError
@@ -30,7 +30,7 @@ NEEDS_RESPONSES = ("hosted tools need the Responses API, but model {model!r} is 
                    "set \"model_apis\": {{\"{model}\": \"responses\"}} in the settings (CLI: in the --config file)")
 
 
-async def intake(state: LoopState, runtime: Runtime[RunSettings], services: Services) -> dict[str, Any]:
+async def intake(state: LoopState, runtime: Runtime[RunSettings], services: Services) -> LoopUpdate:
     """Validate the task, capture settings, start the run's tool servers and pin their tools, record the boundary,
     and decide which costly phases the task needs (graph/quality/proportion.py); a task that is not planned gets its implicit plan here."""
     if not state.get("settings") and not _given(runtime.context):
@@ -67,7 +67,7 @@ async def intake(state: LoopState, runtime: Runtime[RunSettings], services: Serv
         return _refuse(Terminal.VALIDATION_FAIL, NEEDS_RESPONSES.format(model=actor["model"], api=api_of(actor)),
                        "Choose a Responses-API model for the run, or drop the hosted tools.", settings_json)
     control = proportion.decide(task.model_dump(mode="json"), settings_json)
-    update: dict[str, Any] = {
+    update: LoopUpdate = {
         "task": task.model_dump(mode="json"),
         "settings": settings_json,
         "tools": pinned,
@@ -114,7 +114,7 @@ def _as_dict(value: Any) -> dict[str, Any]:
     return value.model_dump(mode="json") if isinstance(value, BaseModel) else dict(value or {})
 
 
-def _refuse(code: Terminal, reason: str, next_action: str, settings: dict[str, Any] | None = None) -> dict[str, Any]:
+def _refuse(code: Terminal, reason: str, next_action: str, settings: dict[str, Any] | None = None) -> LoopUpdate:
     return {
         "settings": settings or {},
         "usage": empty_usage(),

@@ -16,7 +16,7 @@ call whose outcome a crash made unknown to human review.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, cast
 
 from langchain_core.messages import ToolMessage
 
@@ -27,9 +27,9 @@ from boundloop.graph.quality import replan
 from boundloop.graph.core.budget import Budget
 from boundloop.graph.safety import instruction_cues
 from boundloop.graph.services import Services, current_run_id
-from boundloop.graph.core.records import Observation
+from boundloop.graph.core.records import Observation, Plan, Step
 from boundloop.graph.core.status import Terminal, ending
-from boundloop.graph.state import LoopState
+from boundloop.graph.state import LoopState, LoopUpdate
 from boundloop.tools import breakers, pinning, postconditions
 from boundloop.tools.errors import BridgeError
 from boundloop.tools.registry import qualified_name
@@ -39,7 +39,7 @@ HUMAN_ANSWER = "answered by a human: the tool did not run, so nothing was verifi
 """Outcomes whose text the tool wrote (the rest are the harness's own words)."""
 
 
-async def observe(state: LoopState, services: Services) -> dict[str, Any]:
+async def observe(state: LoopState, services: Services) -> LoopUpdate:
     """The grounding of the calls dispatched since the last turn, as a state update ({} when none ran or was settled)."""
     observations = state.get("observations", [])
     index = ladder.of(observations)
@@ -75,13 +75,13 @@ async def observe(state: LoopState, services: Services) -> dict[str, Any]:
             steps = plans.record_call(steps, step_id, obs["tool"], obs["call_id"], problem)
         grounded.append(record)
     waiting = [wave for wave in state.get("dispatch", []) if not all(_done(index.record(observations, call["call_id"])) for call in wave)]
-    update: dict[str, Any] = {"observations": grounded, "usage": {"wall_clock_s": _span(fresh)}} if fresh else {}
+    update: LoopUpdate = {"observations": grounded, "usage": {"wall_clock_s": _span(fresh)}} if fresh else {}
     if waiting != state.get("dispatch", []):  # unchanged channels are not written: each write is a checkpoint row
         update["dispatch"] = waiting
     if changed := breakers.recorded(state.get("breakers") or {}, ended):
         update["breakers"] = changed
     if (plan := state.get("plan")) and steps != plan.get("steps", []):
-        update["plan"] = {**plan, "steps": steps}
+        update["plan"] = {**plan, "steps": cast("list[Step]", steps)}  # the plan's steps, with this step's calls recorded
         if not plan.get("replan") and (failing := plans.stuck(steps)):
             update.update(_ask_replan(state, update["plan"], failing))
     if unknown := [obs for obs in fresh if obs["status"] == "unknown_after_crash"]:
@@ -105,7 +105,7 @@ def _bound_step(steps: Sequence[Mapping[str, Any]], call: Mapping[str, Any] | No
     return step_id if call is not None and step is not None and plans.serves(step, tool, call["args"]) else None
 
 
-def _ask_replan(state: LoopState, plan: Mapping[str, Any], failing: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+def _ask_replan(state: LoopState, plan: Plan, failing: Sequence[Mapping[str, Any]]) -> LoopUpdate:
     """Request a re-plan of the stuck steps and their dependents, or end the run when no re-plan is left."""
     reason = "; ".join(f"step {step['id']} failed {step['failures']} times, last: {step['failure']}" for step in failing)
     budget = Budget.model_validate(state["budget"])

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, cast
 
 from langchain_core.messages import HumanMessage, SystemMessage
 
@@ -19,12 +19,13 @@ from boundloop.graph.core.budget import Budget, remaining
 from boundloop.graph.models.catalog import NoReply, call_model
 from boundloop.graph.core.plan import PlanReply
 from boundloop.graph.models.prompts import PLANNER, task_brief
+from boundloop.graph.core.records import Plan
 from boundloop.graph.core.replies import parse_reply
 from boundloop.graph.services import Services, current_run_id
-from boundloop.graph.state import LoopState
+from boundloop.graph.state import LoopState, LoopUpdate
 
 
-async def plan(state: LoopState, services: Services) -> dict[str, Any]:
+async def plan(state: LoopState, services: Services) -> LoopUpdate:
     """Ask for a plan; a reply that is not a plan is kept as a validation error for the next try."""
     registry = await services.registry(current_run_id(), state["settings"], state.get("tools"))
     previous = state.get("plan") or {}
@@ -41,6 +42,7 @@ async def plan(state: LoopState, services: Services) -> dict[str, Any]:
         update["usage"] = {**update.get("usage", {}), "replans": 1}
     parsed, problem = parse_reply(str(reply.text), PlanReply)
     attempt = previous.get("attempts", 0) + 1
+    new_plan: Plan
     if parsed is None and pending:  # keep what stands and the re-plan asked for; validate_plan asks again
         new_plan = {**previous, "attempts": attempt, "errors": [f"planner {problem}"], "valid": False}
     elif parsed is None:
@@ -48,10 +50,10 @@ async def plan(state: LoopState, services: Services) -> dict[str, Any]:
     elif pending:
         keep = replan.kept(previous["steps"], pending)
         steps = replan.merge(keep, parsed.ordered_steps())
-        new_plan = {"steps": steps, "blocked": parsed.blocked and parsed.blocked.model_dump(mode="json"), "attempts": attempt,
-                    "errors": [], "revisions": [*previous.get("revisions", []), replan.revision(pending, keep, steps)]}
+        new_plan = cast(Plan, {"steps": steps, "blocked": parsed.blocked and parsed.blocked.model_dump(mode="json"), "attempts": attempt,
+                               "errors": [], "revisions": [*previous.get("revisions", []), replan.revision(pending, keep, steps)]})  # the planner's steps as JSON
     else:
-        new_plan = {**parsed.model_dump(mode="json", exclude={"ordering"}), "steps": parsed.ordered_steps(), "attempts": attempt, "errors": []}
+        new_plan = cast(Plan, {**parsed.model_dump(mode="json", exclude={"ordering"}), "steps": parsed.ordered_steps(), "attempts": attempt, "errors": []})  # the planner's reply as JSON
     return {**update, "plan": new_plan, "status": {"phase": "plan"}}
 
 

@@ -24,12 +24,12 @@ from boundloop.graph.context import memory
 from boundloop.graph.core.budget import Budget
 from boundloop.graph.services import Services, current_run_id
 from boundloop.graph.core.escalations import EscalationAnswer
-from boundloop.graph.state import LoopState
+from boundloop.graph.state import LoopState, LoopUpdate
 
 APPROVAL_CALL_ID = "m.approval"
 
 
-async def remember(state: LoopState, services: Services) -> dict[str, Any]:
+async def remember(state: LoopState, services: Services) -> LoopUpdate:
     candidates = memory.proposed(state.get("messages", []))  # some: graph/guards.py routes here only then
     run_id, pool = current_run_id(), await services.pool()
     bodies: dict[str, str] = {}

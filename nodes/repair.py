@@ -27,10 +27,11 @@ from langchain_core.messages import HumanMessage
 
 from boundloop.graph.quality import convergence, diagnosis, proportion, replan
 from boundloop.graph.core.budget import Budget
+from boundloop.graph.core.records import Ending, Quality
 from boundloop.graph.core.plan import describe_unfinished, unfinished
 from boundloop.graph.services import Services
 from boundloop.graph.core.status import Terminal, ending
-from boundloop.graph.state import LoopState
+from boundloop.graph.state import LoopState, LoopUpdate
 
 REPEAT_LIMIT = 3
 FEEDBACK = "Your answer did not pass review. Repair strategy {strategy}: {instruction}\nDiagnosis (JSON):\n{diagnosis}"
@@ -38,8 +39,8 @@ DIAGNOSIS_KEYS = ("cause", "location", "step", "expected", "actual", "test", "pr
 """The fields of a defect the actor sees, in order."""
 
 
-async def repair(state: LoopState, services: Services) -> dict[str, Any]:
-    quality: dict[str, Any] = dict(state.get("quality") or {})
+async def repair(state: LoopState, services: Services) -> LoopUpdate:
+    quality: Quality = {**(state.get("quality") or {})}
     fresh = quality.get("fresh_from") or {}
     steps = unfinished((state.get("plan") or {}).get("steps", []))
     problems = describe_unfinished(steps) or lines(quality)
@@ -54,7 +55,7 @@ async def repair(state: LoopState, services: Services) -> dict[str, Any]:
     scores = quality.get("scores", [])[fresh.get("scores", 0):]
     window = state["settings"].get("repair_stall_window", 2)
     stalled = not steps and convergence.stalled(scores, window)
-    update: dict[str, Any] = {"quality": quality, "status": {"phase": "repair"}}
+    update: LoopUpdate = {"quality": quality, "status": {"phase": "repair"}}
     if signatures[fresh.get("signatures", 0):].count(signature) >= REPEAT_LIMIT:
         update["ending"] = _stop(Terminal.REPEATED_FAILURE, f"the same failure {REPEAT_LIMIT} times: " + "; ".join(problems),
                                  "Change the approach or the task; repeating the same repair will not help.")
@@ -78,15 +79,15 @@ async def repair(state: LoopState, services: Services) -> dict[str, Any]:
     return update
 
 
-def _repair_round(state: LoopState, quality: dict[str, Any], planned: list[dict[str, Any]], strategy: diagnosis.Strategy,
-                  signature: str, problems: list[str]) -> dict[str, Any]:
+def _repair_round(state: LoopState, quality: Quality, planned: list[dict[str, Any]], strategy: diagnosis.Strategy,
+                  signature: str, problems: list[str]) -> LoopUpdate:
     """One repair: the log entry, the structured feedback for the actor and, for REPLAN, the planner's errors."""
     score = (quality.get("scores") or [{}])[-1].get("score")
     quality["repairs"] = [*quality.get("repairs", []),
                           {"signature": signature, "problems": problems, "diagnosis": planned, "strategy": strategy, "score": score}]
     shown = [{key: defect[key] for key in DIAGNOSIS_KEYS if defect.get(key) is not None} for defect in planned]
     feedback = FEEDBACK.format(strategy=strategy, instruction=diagnosis.INSTRUCTIONS[strategy], diagnosis=json.dumps(shown, indent=1))
-    update: dict[str, Any] = {"messages": [HumanMessage(feedback)], "usage": {"repairs": 1}}
+    update: LoopUpdate = {"messages": [HumanMessage(feedback)], "usage": {"repairs": 1}}
     if strategy == "REPLAN":
         why = [f"the output failed review ({defect['cause']}): {defect['problem']}"
                + (f" [traced to step {defect['step']}: {defect['trace']}]" if defect.get("step") else "") for defect in planned]
@@ -111,7 +112,7 @@ def _replan_request(steps: Sequence[Mapping[str, Any]], planned: Sequence[Mappin
                           reopened=[step["id"] for step in steps if step["id"] in reach & done])
 
 
-def _stop(code: Terminal, reason: str, next_safe_action: str) -> dict[str, str]:
+def _stop(code: Terminal, reason: str, next_safe_action: str) -> Ending:
     """A repair ending a human can still resolve when the run is attended (guards.stop → escalate)."""
     return ending(code, reason, next_safe_action, escalation="repair_review")
 
@@ -126,7 +127,7 @@ def _left(limit: int | None, used: int) -> bool:
     return limit is None or used < limit
 
 
-def lines(quality: dict[str, Any]) -> list[str]:
+def lines(quality: Mapping[str, Any]) -> list[str]:
     """The verifier's failures and the critic's defects, as one list of actionable lines (the repair log's `problems`)."""
     lines = [f"{failure['criterion']}: {failure['reason']}" for failure in quality.get("verification", {}).get("failures", [])]
     critique = quality.get("critique", {})

@@ -13,14 +13,15 @@ import time
 from typing import Any
 
 from boundloop.graph.core.budget import Budget, add_usage
+from boundloop.graph.core.records import Observation, Step, Usage
 from boundloop.graph.core.plan import evidence_to_fetch
 from boundloop.graph.services import Services, current_run_id
-from boundloop.graph.state import LoopState
+from boundloop.graph.state import LoopState, LoopUpdate
 from boundloop.nodes.calls import run_call
 from boundloop.tools import gateway
 
 
-async def retrieve(state: LoopState, services: Services) -> dict[str, Any]:
+async def retrieve(state: LoopState, services: Services) -> LoopUpdate:
     steps = evidence_to_fetch(state["plan"]["steps"], state.get("evidence"))
     budget = Budget.model_validate(state["budget"])
     prefix = f"r{len(state['plan'].get('revisions', []))}" if state["plan"].get("revisions") else "r"  # call ids stay unique across re-plans
@@ -54,7 +55,7 @@ async def retrieve(state: LoopState, services: Services) -> dict[str, Any]:
 
     updates = await asyncio.gather(*(run(admission) for admission in admissions))
     observations = [obs for update in updates for obs in update["observations"]]
-    usage: dict[str, Any] = {}
+    usage: Usage = {}
     for update in updates:
         usage = add_usage(usage, update.get("usage"))
     verified = {obs["call_id"] for obs in observations if obs["status"] == "ok"}
@@ -62,11 +63,11 @@ async def retrieve(state: LoopState, services: Services) -> dict[str, Any]:
         {"step_id": step["id"], "call_id": ids[step["id"]], "tool": step["evidence"]["tool"], "ok": ids[step["id"]] in verified}  # type: ignore[index]  # as above
         for step in steps
     ]
-    plan_steps = [
+    plan_steps: list[Step] = [
         {**step, "status": "done"} if ids.get(step["id"]) in verified else step
         for step in state["plan"]["steps"]
     ]
-    grounded = [{**obs, "stage": "verified", "grounded": True} if obs["status"] == "ok" else {**obs, "grounded": True} for obs in observations]
+    grounded: list[Observation] = [{**obs, "stage": "verified", "grounded": True} if obs["status"] == "ok" else {**obs, "grounded": True} for obs in observations]
     return {
         "observations": grounded,
         "evidence": [*(state.get("evidence") or []), *evidence],

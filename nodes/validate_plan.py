@@ -13,10 +13,11 @@ from typing import Any
 
 from boundloop.graph.quality import proportion, replan
 from boundloop.graph.core.budget import Budget
+from boundloop.graph.core.records import Plan
 from boundloop.graph.core.plan import plan_hash
 from boundloop.graph.services import Services, current_run_id
 from boundloop.graph.core.status import Terminal, ending
-from boundloop.graph.state import LoopState
+from boundloop.graph.state import LoopState, LoopUpdate
 from boundloop.tools.arguments import validate as validate_arguments
 from boundloop.tools.registry import ToolRegistry
 
@@ -25,8 +26,8 @@ Problem = tuple[str | None, str]
 """(the step at fault, or None for the plan as a whole; the error)."""
 
 
-async def validate_plan(state: LoopState, services: Services) -> dict[str, Any]:
-    plan: dict[str, Any] = dict(state["plan"])
+async def validate_plan(state: LoopState, services: Services) -> LoopUpdate:
+    plan: Plan = state["plan"].copy()
     if blocked := plan.get("blocked"):
         return _end(plan, blocked["code"], f"planner reports {blocked['code']}: {blocked['reason']}", "Answer the planner's question or change the task.")
     registry = await services.registry(current_run_id(), state["settings"], state.get("tools"))
@@ -34,7 +35,8 @@ async def validate_plan(state: LoopState, services: Services) -> dict[str, Any]:
     problems: list[Problem] = [(None, error) for error in plan.get("errors") or []] or plan_problems(plan["steps"], registry, budget, state.get("usage", {}))
     errors = [error for _, error in problems]
     if not errors:
-        valid = {key: value for key, value in plan.items() if key != "replan"}
+        valid = plan.copy()
+        valid.pop("replan", None)
         return {"plan": {**valid, "valid": True, "hash": plan_hash(plan["steps"]), "errors": []}, "status": {"phase": "validate_plan"}}
     plan = {**plan, "valid": False, "errors": errors}
     replans_used = state.get("usage", {}).get("replans", 0)
@@ -47,7 +49,7 @@ async def validate_plan(state: LoopState, services: Services) -> dict[str, Any]:
     return {"plan": plan, "status": {"phase": "validate_plan"}}
 
 
-def _to_replace(plan: dict[str, Any], problems: list[Problem]) -> list[str]:
+def _to_replace(plan: Mapping[str, Any], problems: list[Problem]) -> list[str]:
     """The steps a targeted re-plan replaces; empty (the whole plan) when a problem names no step.
     An unreadable reply keeps the re-plan that was asked for, if one was."""
     if any(step_id is None for step_id, _ in problems):
@@ -130,7 +132,7 @@ def _budget_errors(steps: Sequence[Mapping[str, Any]], budget: Budget, usage: Ma
     return []
 
 
-def _end(plan: dict[str, Any], code: str, reason: str, next_action: str) -> dict[str, Any]:
+def _end(plan: Plan, code: str, reason: str, next_action: str) -> LoopUpdate:
     return {
         "plan": plan,
         "ending": ending(code, reason, next_action),

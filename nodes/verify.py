@@ -33,11 +33,12 @@ from boundloop.graph.quality import fault_trace, proportion
 from boundloop.graph.context import fitting, memory
 from boundloop.graph.core import escalations
 from boundloop.graph.core.budget import Budget, add_usage
+from boundloop.graph.core.records import Quality
 from boundloop.graph.quality.diagnosis import RootCause
 from boundloop.graph.models.catalog import MAX_ASKS, NoReply, ask_for, unusable_reply_ending
 from boundloop.graph.models.prompts import JUDGE, task_brief
 from boundloop.graph.services import Services, current_run_id
-from boundloop.graph.state import applied
+from boundloop.graph.state import LoopUpdate, applied
 from boundloop.graph.quality.test_results import add_tests, test_failures, test_report
 from boundloop.graph.state import LoopState
 from boundloop.nodes.calls import run_call
@@ -61,11 +62,11 @@ class JudgeReply(BaseModel):
     conflicts: list[Conflict] = Field(default_factory=list)
 
 
-async def verify(state: LoopState, services: Services) -> dict[str, Any]:
+async def verify(state: LoopState, services: Services) -> LoopUpdate:
     answer = final_answer(state)
     task = state["task"]
     failures = answer_failures(answer, task.get("output_schema"))
-    update: dict[str, Any] = {"status": {"phase": "verify"}}
+    update: LoopUpdate = {"status": {"phase": "verify"}}
     tests = None
     if not failures and task.get("checks"):
         failures, checked, tests = await run_checks(state, services)
@@ -79,7 +80,7 @@ async def verify(state: LoopState, services: Services) -> dict[str, Any]:
             verdict, problem, spent, consistency = await judge(state, services, request)
         except NoReply as stopped:  # the run ends here; the trace still gets the (undecided) validation result
             update.update({**stopped.update, "usage": add_usage(update.get("usage"), stopped.update["usage"])})
-            verdict, problem = None, stopped.update["ending"]["reason"]
+            verdict, problem = None, stopped.ending["reason"]
         else:
             update.update({**spent, "usage": add_usage(update.get("usage"), spent["usage"])})
             judged = True
@@ -92,7 +93,7 @@ async def verify(state: LoopState, services: Services) -> dict[str, Any]:
         elif not verdict.passed:
             failures = [failure.model_dump() for failure in verdict.failures] or [{"criterion": "judge", "reason": "judge failed the output without reasons"}]
         conflicts = [] if verdict is None else [conflict.model_dump() for conflict in verdict.conflicts]
-    quality: dict[str, Any] = dict(state.get("quality") or {})
+    quality: Quality = {**(state.get("quality") or {})}
     quality["verification"] = {"passed": not failures, "failures": failures, "judged": judged, "undecided": undecided, "output": answer,
                                "conflicts": conflicts, "tests": tests, "consistency": consistency}
     update["quality"] = quality
@@ -102,11 +103,11 @@ async def verify(state: LoopState, services: Services) -> dict[str, Any]:
     return update
 
 
-async def judge(state: LoopState, services: Services, request: list[Any]) -> tuple[JudgeReply | None, str | None, dict[str, Any], float | None]:
+async def judge(state: LoopState, services: Services, request: list[Any]) -> tuple[JudgeReply | None, str | None, LoopUpdate, float | None]:
     """The judge's verdict; with `judge_samples` > 1, the majority's (a tie fails), and the share of
     usable verdicts that agree with it (a confidence signal), else None. Every sample is a counted call."""
     samples = state["settings"].get("judge_samples", 1)
-    spent: dict[str, Any] = {"usage": {}}
+    spent: LoopUpdate = {"usage": {}}
     verdicts: list[JudgeReply] = []
     problem = None
     for _ in range(samples):
@@ -124,7 +125,7 @@ async def judge(state: LoopState, services: Services, request: list[Any]) -> tup
     return majority[0], None, spent, (round(len(majority) / len(verdicts), 4) if samples > 1 else None)
 
 
-async def run_checks(state: LoopState, services: Services) -> tuple[list[dict[str, Any]], dict[str, Any], dict[str, int] | None]:
+async def run_checks(state: LoopState, services: Services) -> tuple[list[dict[str, Any]], LoopUpdate, dict[str, int] | None]:
     """Run the task's checks, tests first, through the gate and the executor; return the failures,
     the state update (observations and usage) the calls produced, and the test counts (None: no
     check reported structured test results)."""
@@ -140,7 +141,7 @@ async def run_checks(state: LoopState, services: Services) -> tuple[list[dict[st
     failed_checks: list[tuple[dict[str, Any], dict[str, Any] | None]] = []
     """(failure, the check that found it), for tracing each failure to the plan step behind it."""
     tests: dict[str, int] | None = None
-    update: dict[str, Any] = {"observations": [], "usage": {}}
+    update: LoopUpdate = {"observations": [], "usage": {}}
     for check, admission in zip(checks, admissions):
         if admission.verdict != "admit":
             failed_checks.append(({"criterion": check["name"], "reason": f"the check could not run: {admission.message}",
@@ -177,7 +178,7 @@ def _traced(failed_checks: list[tuple[dict[str, Any], dict[str, Any] | None]], w
     return traced
 
 
-async def tool_output(ran: dict[str, Any], services: Services) -> str:
+async def tool_output(ran: Mapping[str, Any], services: Services) -> str:
     """The check's whole tool output: the stored payload when the model's copy was cut."""
     observation = ran["observations"][0]
     if observation.get("pointer") and (stored := await get_payload(await services.pool(), observation["pointer"])):

@@ -33,9 +33,11 @@ from langchain_core.messages import AIMessage, HumanMessage
 from boundloop.checkpoints import store
 from boundloop.graph.trace import langsmith as langsmith_trace
 from boundloop.graph.core.budget import Budget, add_usage, check_before_tool_call, tool_call_reservation
+from boundloop.graph.core.records import Observation, Usage
 from boundloop.graph.models.catalog import tool_call_price_of
 from boundloop.graph.safety import instruction_cues
 from boundloop.graph.services import Services, current_run_id
+from boundloop.graph.state import LoopUpdate
 from boundloop.graph.core.status import Terminal, ending
 from boundloop.tools import breakers, dispatch, gateway, hosted
 from boundloop.tools import policy as policies
@@ -80,7 +82,7 @@ def offer(state: Mapping[str, Any]) -> tuple[list[dict[str, Any]], dict[str, Any
     return hosted.provider_tools(roomy), options
 
 
-async def observe_reply(state: Mapping[str, Any], services: Services, reply: AIMessage) -> dict[str, Any]:
+async def observe_reply(state: Mapping[str, Any], services: Services, reply: AIMessage) -> LoopUpdate:
     """The update that accounts for every hosted call `reply` reports (see the module docstring)."""
     items = [block for block in blocks(reply) if block.get("type") in hosted.ITEM_TYPES]
     if not items:
@@ -89,7 +91,7 @@ async def observe_reply(state: Mapping[str, Any], services: Services, reply: AIM
     decided = {obs["provider_id"]: obs for obs in state.get("observations", []) if obs.get("provider_id")}
     spent, budget = state.get("usage") or {}, Budget.model_validate(state["budget"])
     turn = spent.get("calls_by_role", {}).get("actor", 0)
-    usage: dict[str, Any]
+    usage: Usage
     observations, usage, stopping = [], {}, None
     for position, item in enumerate(items):
         record, delta = await _account(item, f"h{turn}.{position}", offers, decided, state["settings"], services)
@@ -107,7 +109,7 @@ async def observe_reply(state: Mapping[str, Any], services: Services, reply: AIM
         elif over is not None:
             stopping = ending(over.code, OVER_BUDGET.format(tool=record["tool"], item=item["type"], id=item.get("id"), exhausted=over.message),
                               over.next_safe_action, dimension=over.dimension)
-    update: dict[str, Any] = {"observations": observations, "usage": usage}
+    update: LoopUpdate = {"observations": observations, "usage": usage}
     if stopping:
         update["ending"] = stopping
     return update
@@ -122,7 +124,7 @@ def admit_requests(state: Mapping[str, Any], reply: AIMessage, turn: int, usage:
     budget = Budget.model_validate(state["budget"])
     timeout_s = state["settings"].get("approval_timeout_s")
     answers: list[str | dict[Any, Any]]
-    reserved: dict[str, Any]
+    reserved: Usage
     answers, observations, asks, reserved, stopping = [], [], [], {}, None
     for position, request in enumerate(approval_requests(reply)):
         label, tool, raw = str(request.get("server_label")), str(request.get("name")), request.get("arguments")
@@ -163,14 +165,14 @@ def admit_requests(state: Mapping[str, Any], reply: AIMessage, turn: int, usage:
     return update
 
 
-def answer_decision(call: dict[str, Any], approved: bool, reason: str | None, approver: str | None) -> dict[str, Any]:
+def answer_decision(call: dict[str, Any], approved: bool, reason: str | None, approver: str | None) -> LoopUpdate:
     """The approve node's update for a hosted call: the `mcp_approval_response` item, the observation,
     and on approval the reservation the gate made."""
-    observation: dict[str, Any] = {"call_id": call["call_id"], "approved": approved, "approver": approver,
+    observation: Observation = {"call_id": call["call_id"], "approved": approved, "approver": approver,
                                    "decision": "approved" if approved else "rejected"}
     if not approved:
-        observation.update(status="rejected", detail=reason)
-    update: dict[str, Any] = {"messages": [HumanMessage(content=[_answer(call, approved, reason)])], "observations": [observation]}
+        observation.update({"status": "rejected", "detail": reason})
+    update: LoopUpdate = {"messages": [HumanMessage(content=[_answer(call, approved, reason)])], "observations": [observation]}
     if approved:
         update["usage"] = add_usage(None, call.get("reservation"))
     return update
@@ -179,7 +181,7 @@ def answer_decision(call: dict[str, Any], approved: bool, reason: str | None, ap
 async def _account(
     item: dict[str, Any], fresh_id: str, offers: dict[str, dict[str, Any]], decided: dict[str, dict[str, Any]],
     settings: dict[str, Any], services: Services,
-) -> tuple[dict[str, Any], dict[str, Any]]:
+) -> tuple[Observation, Usage]:
     """One reported call: its observation (with the ledger key when it has side effects) and its usage delta."""
     kind = hosted.ITEM_TYPES[item["type"]]
     entry = _entry_for(kind, item, offers)
@@ -197,7 +199,7 @@ async def _account(
     args_hash = breakers.arguments_hash(args)
     permitted, rule = _permitted(entry, kind, tool, linked)
     now = time.time()
-    record: dict[str, Any] = {
+    record: Observation = {
         "call_id": call_id, "tool_call_id": str(item.get("id")), "tool": name, "server": server, "args_hash": args_hash,
         "side_effect": side_effect, "reversibility": REVERSIBILITY if side_effect else "pure", "rule": rule, "phase": "act",
         "stage": "observed" if status != "incomplete" else "attempted", "status": status,
@@ -208,7 +210,7 @@ async def _account(
         "instructions": instruction_cues(text) if status in ("ok", "tool_error") else [],  # the safety breaker reads these
         "ledger_key": await _ledger(call_id, name, server, tool, args, args_hash, status, item, excerpt, services) if side_effect else None,
     }
-    delta: dict[str, Any] = {"tool_result_chars": len(excerpt)}
+    delta: Usage = {"tool_result_chars": len(excerpt)}
     if not (linked and linked.get("approved")):  # an approved call was reserved when it was approved
         delta = add_usage(delta, tool_call_reservation(tool=name, server=server, has_side_effect=side_effect))
     price = tool_call_price_of(settings, item["type"])

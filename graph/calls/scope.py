@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, cast
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
 from langgraph.config import get_stream_writer
@@ -23,7 +24,9 @@ from mcp import types
 
 from boundloop.checkpoints import store
 from boundloop.graph.core.budget import Budget, add_usage, check_before_model_call
+from boundloop.graph.core.records import Observation
 from boundloop.graph.services import Services, current_run_id
+from boundloop.graph.state import LoopUpdate
 from boundloop.tools import breakers, secrets
 from boundloop.tools.client_features import CallScope, SamplingRefused
 
@@ -74,11 +77,11 @@ def _sampler(payload: dict[str, Any], services: Services, spent: dict[str, Any])
         if exhausted is not None:
             raise SamplingRefused(f"the run cannot pay for it: {exhausted.message}")
         try:
-            asked = call_model(state, services, SAMPLER, _messages(params), spent=dict(spent))
+            asked = call_model(state, services, SAMPLER, _messages(params), spent=cast("LoopUpdate", dict(spent)))  # what the call's earlier requests spent: usage and breakers
             reply, update = await asyncio.create_task(asked, context=call_context.copy())
         except NoReply as failed:
             _charge(spent, failed.update)
-            raise SamplingRefused(f"the run's model did not answer: {failed.update['ending']['reason']}") from None
+            raise SamplingRefused(f"the run's model did not answer: {failed.ending['reason']}") from None
         _charge(spent, update)
         return types.CreateMessageResult(role="assistant", content=types.TextContent(type="text", text=_text(reply)),
                                          model=str(reply.response_metadata.get("model_name") or payload["settings"].get("model") or "scripted"),
@@ -87,7 +90,7 @@ def _sampler(payload: dict[str, Any], services: Services, spent: dict[str, Any])
     return sample
 
 
-def _charge(spent: dict[str, Any], update: dict[str, Any]) -> None:
+def _charge(spent: dict[str, Any], update: Mapping[str, Any]) -> None:
     spent["usage"] = add_usage(spent.get("usage"), update.get("usage"))
     if "breakers" in update:
         spent["breakers"] = breakers.merge(spent.get("breakers"), update["breakers"])
@@ -107,15 +110,15 @@ def _text(reply: AIMessage) -> str:
     return str(reply.text)
 
 
-async def settle(scope: CallScope, result: dict[str, Any], services: Services, *, phase: str) -> dict[str, Any]:
+async def settle(scope: CallScope, result: LoopUpdate, services: Services, *, phase: str) -> LoopUpdate:
     """`result` (the call's update) with the scope's costs and requests added; requests traced."""
     if not scope.events and not scope.escalations:
         return result
     spent = scope.spent
     usage = add_usage(result.get("usage"), spent.get("usage"))
     usage["escalations"] += scope.escalations
-    observation = {**result["observations"][0], "server_requests": secrets.redact(scope.events)}
-    update = {**result, "usage": usage, "observations": [observation]}
+    observation: Observation = {**result["observations"][0], "server_requests": secrets.redact(scope.events)}
+    update: LoopUpdate = {**result, "usage": usage, "observations": [observation]}
     if "breakers" in spent:
         update["breakers"] = spent["breakers"]
     pool = await services.pool()

@@ -8,6 +8,7 @@ from rich.console import Console
 from rich.table import Table
 
 from boundloop.graph.core.budget import Budget, add_usage, used_of
+from boundloop.graph.core.records import Usage
 from boundloop.graph.models import roles
 from boundloop.graph.quality import proportion
 from boundloop.graph.trace.progress import phase_progress
@@ -20,7 +21,7 @@ class Progress:
 
     def __init__(self, console: Console) -> None:
         self.console = console
-        self.usage: dict[str, Any] = {}
+        self.usage: Usage = {}
         self.budget: dict[str, Any] | None = None
 
     def __call__(self, node: str, update: dict[str, Any], state: dict[str, Any]) -> None:

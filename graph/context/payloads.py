@@ -21,6 +21,7 @@ from langchain_core.messages import ToolMessage
 from boundloop.checkpoints import store
 from boundloop.graph import ladder
 from boundloop.graph.core.budget import Budget, add_usage, check_before_tool_call
+from boundloop.graph.core.records import Usage
 from boundloop.graph.services import Services, current_run_id
 from boundloop.tools.gateway import ProposedCall, as_data
 
@@ -58,7 +59,7 @@ def split(calls: list[ProposedCall]) -> tuple[list[ProposedCall], list[ProposedC
 async def answer(state: Mapping[str, Any], services: Services, calls: list[ProposedCall]) -> dict[str, Any]:
     """One result message and one grounded observation per call, and the usage they spend."""
     budget = Budget.model_validate(state["budget"])
-    usage: dict[str, Any] = {}
+    usage: Usage = {}
     messages, observations = [], []
     for call in calls:
         exhaustion = check_before_tool_call(add_usage(state["usage"], usage), budget, tool=NAME, server=SERVER, has_side_effect=False)

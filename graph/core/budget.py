@@ -11,11 +11,12 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, cast
 
 from pydantic import BaseModel, ConfigDict
 
 from boundloop.graph.core.status import Terminal
+from boundloop.graph.core.records import Usage
 
 
 class Budget(BaseModel):
@@ -88,27 +89,31 @@ USAGE_PEAKS = ("context_tokens",)
 USAGE_MAPS = ("per_tool", "per_server", "calls_by_role", "input_tokens_by_role", "output_tokens_by_role", "cost_usd_by_role", "fallbacks_by_role")
 
 
-def empty_usage() -> dict[str, Any]:
+def empty_usage() -> Usage:
+    return cast(Usage, _zero_usage())  # every key of Usage, each zero or empty
+
+
+def _zero_usage() -> dict[str, Any]:
     usage: dict[str, Any] = {name: 0 for name in USAGE_COUNTERS}
     usage.update({name: {} for name in USAGE_MAPS})
     usage.update({name: 0 for name in USAGE_PEAKS})
     return usage
 
 
-def add_usage(current: Mapping[str, Any] | None, delta: Mapping[str, Any] | None) -> dict[str, Any]:
+def add_usage(current: Mapping[str, Any] | None, delta: Mapping[str, Any] | None) -> Usage:
     """Reducer: sum a usage delta into the running total (parallel tasks each send a delta)."""
     return summed_usage(current, [delta])
 
 
-def summed_usage(current: Mapping[str, Any] | None, deltas: list[Mapping[str, Any] | None]) -> dict[str, Any]:
+def summed_usage(current: Mapping[str, Any] | None, deltas: list[Mapping[str, Any] | None]) -> Usage:
     """`add_usage` of each delta in turn, into one new total (a resume replays thousands)."""
-    total = empty_usage()
+    total = _zero_usage()
     _add_into(total, current)
     for delta in deltas:
         _add_into(total, delta)
         total["cost_usd"] = round(total["cost_usd"], 10)
         total["wall_clock_s"] = round(total["wall_clock_s"], 6)
-    return total
+    return cast(Usage, total)  # every key of Usage, summed
 
 
 def _add_into(total: dict[str, Any], source: Mapping[str, Any] | None) -> None:
@@ -123,10 +128,10 @@ def _add_into(total: dict[str, Any], source: Mapping[str, Any] | None) -> None:
             total[key] = total.get(key, 0) + value
 
 
-def sparse(usage: dict[str, Any]) -> dict[str, Any]:
+def sparse(usage: Mapping[str, Any]) -> Usage:
     """A usage delta without its zero counters and empty maps: what a node writes (`add_usage`
     fills the rest back in), so a step's checkpoint write carries only what it spent."""
-    return {key: value for key, value in usage.items() if value}
+    return cast(Usage, {key: value for key, value in usage.items() if value})  # a subset of a usage's keys
 
 
 @dataclass(frozen=True)
@@ -201,7 +206,7 @@ def check_before_step(usage: Mapping[str, Any], budget: Budget) -> Exhaustion | 
 
 
 def check_before_tool_call(
-    usage: dict[str, Any], budget: Budget, *, tool: str, server: str, has_side_effect: bool
+    usage: Mapping[str, Any], budget: Budget, *, tool: str, server: str | None, has_side_effect: bool | None
 ) -> Exhaustion | None:
     """Would dispatching this call break a limit? `usage` already includes calls reserved this turn."""
     per_tool = usage.get("per_tool", {}).get(tool, 0)
@@ -258,7 +263,7 @@ def remaining(usage: Mapping[str, Any], budget: Budget) -> dict[str, float | Non
     return left
 
 
-def used_of(usage: dict[str, Any], dimension: str) -> float:
+def used_of(usage: Mapping[str, Any], dimension: str) -> float:
     """Usage of a budget dimension; per-tool and per-server limits report the busiest one."""
     maps = {"tool_calls_per_tool": "per_tool", "tool_calls_per_server": "per_server"}
     if dimension in maps:

@@ -71,7 +71,7 @@ def _disagreement(quality: dict[str, Any]) -> dict[str, Any]:
             "reason": f"the verifier and the critic disagree: verifier {verifier}; critic {critic}"}
 
 
-def _repair_review(quality: dict[str, Any], stopping: dict[str, Any]) -> dict[str, Any]:
+def _repair_review(quality: dict[str, Any], stopping: Mapping[str, Any]) -> dict[str, Any]:
     """Repairs ran out: show the best output with the last diagnosis; a human accepts it, grants more
     repairs, or lets the ending stand."""
     best = quality.get("best") or {}

@@ -29,7 +29,7 @@ class Observation(TypedDict, total=False):
     tool_call_id: str
     name: str
     tool: str
-    server: str
+    server: str | None
     args: dict[str, Any]
     args_hash: str
     phase: str
@@ -38,16 +38,18 @@ class Observation(TypedDict, total=False):
     stage: Stage
     status: str
     """How the call ended (ok, tool_error, denied, budget_exceeded, …), or pending."""
-    detail: str
-    side_effect: bool
+    detail: str | None
+    side_effect: bool | None
     reversibility: str
     hosted: bool
     provider_id: str
+    provider_item: str
+    """The provider's item type of a hosted call (e.g. mcp_call, web_search_call)."""
     permitted: bool
     rule: str | None
     decision: str
     approved: bool
-    approver: str
+    approver: str | None
     answered_by: str
     grounded: bool
     postcondition: str
@@ -63,6 +65,8 @@ class Observation(TypedDict, total=False):
     ended_at: float
     latency_ms: float
     ledger_key: str | None
+    server_requests: list[dict[str, Any]]
+    """What the server asked of the run during the call (sampling, elicitation), redacted."""
 
 
 class Approval(TypedDict, total=False):
@@ -80,7 +84,7 @@ class Approval(TypedDict, total=False):
     reservation: Usage
     expires_at: float | None
     decision: str
-    approver: str
+    approver: str | None
     status: str
     run: bool
 
@@ -153,6 +157,8 @@ class Plan(TypedDict, total=False):
     revisions: list[dict[str, Any]]
     replan: dict[str, Any]
     """A pending re-plan: the steps it is for, the ones reopened."""
+    implicit: bool
+    """The one-step plan of a task that is not planned (graph/quality/proportion.py's `implicit_plan`)."""
 
 
 class Ending(TypedDict):
@@ -170,6 +176,12 @@ class Ending(TypedDict):
     limit: NotRequired[str]
     share: NotRequired[str]
     threshold: NotRequired[str]
+    source: NotRequired[str]
+    """The call whose result carried instructions (an unsafe detection)."""
+    sources: NotRequired[str]
+    """The verified calls that disagree, comma-separated (a source conflict)."""
+    step: NotRequired[str]
+    """The plan step no permitted tool can do (a permission denial)."""
     degraded: NotRequired[str]
     """Which roles called their fallback model because their own was unavailable."""
 
@@ -185,6 +197,8 @@ class Status(TypedDict, total=False):
     phase: str
     terminal: str
     resume_to: ResumeTo | None
+    gated: bool
+    """act decided or grounded calls this step (graph/guards.py routes on)."""
 
 
 class Quality(TypedDict, total=False):
@@ -201,3 +215,43 @@ class Quality(TypedDict, total=False):
     fresh_from: dict[str, int]
     """Where the repair counts start again after a human granted more repairs."""
     confidence: float
+    confidence_signals: dict[str, Any]
+    review_triggers: list[str]
+
+
+PhaseMode = Literal["auto", "always", "never"]
+"""How a costly phase is chosen: `auto` decides from the task (or, for the critic, from triggers)."""
+
+
+class PlanningDecision(TypedDict):
+    """Whether the run asks the planner, decided at intake."""
+
+    mode: PhaseMode
+    plan: bool
+    reason: str
+
+
+class JudgeDecision(TypedDict):
+    """Whether the judge runs, and on which criteria (those no deterministic check covers under `auto`)."""
+
+    mode: PhaseMode
+    run: bool
+    criteria: list[str]
+    reason: str
+
+
+class CritiqueDecision(TypedDict, total=False):
+    """Whether the critic runs: undecided (`run` None) until verify has its verdict and the triggers."""
+
+    mode: PhaseMode
+    run: bool | None
+    triggers: list[str]
+    reason: str
+
+
+class Control(TypedDict):
+    """Which of the costly phases the run enters, and why (`control`)."""
+
+    planning: PlanningDecision
+    judge: JudgeDecision
+    critique: CritiqueDecision

@@ -18,6 +18,9 @@ code a command that drove a run ends with, one per family of endings.
 from __future__ import annotations
 
 from enum import IntEnum, StrEnum
+from typing import cast
+
+from boundloop.graph.core.records import Ending
 
 
 class Terminal(StrEnum):
@@ -44,10 +47,10 @@ class Terminal(StrEnum):
 
 
 
-def ending(code: Terminal | str, reason: str, next_safe_action: str = "", **detail: str) -> dict[str, str]:
+def ending(code: Terminal | str, reason: str, next_safe_action: str = "", **detail: str) -> Ending:
     """How a run ends, as stored in state (plain strings: state stays JSON, never enum objects).
     `detail` adds context a later node needs, e.g. `dimension` for a budget that tripped."""
-    return {"code": Terminal(code).value, "reason": reason, "next_safe_action": next_safe_action, **detail}
+    return cast(Ending, {"code": Terminal(code).value, "reason": reason, "next_safe_action": next_safe_action, **detail})
 
 
 class Exit(IntEnum):

@@ -20,7 +20,7 @@ import math
 import os
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, Mapping, Sequence, cast
 
 from langchain_core.language_models.chat_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
@@ -38,9 +38,11 @@ from boundloop.graph.core.budget import (
     model_call_usage,
 )
 from boundloop.graph.core.errors import ModelNotConfigured
+from boundloop.graph.core.records import Ending
 from boundloop.graph.core.replies import Reply, parse_reply
 from boundloop.graph.models.scripted import INDEX_KEY, ROLE_KEY, ScriptedChatModel, load_script
 from boundloop.graph.services import Services, current_run_id
+from boundloop.graph.state import LoopUpdate
 from boundloop.graph.core.status import Terminal, ending
 from boundloop.graph.task import RunSettings
 from boundloop.tools import breakers
@@ -168,8 +170,9 @@ def price_of(settings: dict[str, Any], name: str) -> tuple[float, float] | None:
 class NoReply(Exception):
     """No usable reply: `update` (the ending, and what the calls spent) is the node's update."""
 
-    def __init__(self, update: dict[str, Any]) -> None:
-        super().__init__(update["ending"]["reason"])
+    def __init__(self, update: LoopUpdate) -> None:
+        self.ending = cast(Ending, update["ending"])  # always set: a NoReply carries how the run ends
+        super().__init__(self.ending["reason"])
         self.update = update
 
 
@@ -180,10 +183,10 @@ async def call_model(
     messages: Sequence[BaseMessage],
     *,
     tools: list[dict[str, Any]] | None = None,
-    spent: dict[str, Any] | None = None,
+    spent: LoopUpdate | None = None,
     options: dict[str, Any] | None = None,
     measure: tuple[int, str] | None = None,
-) -> tuple[AIMessage, dict[str, Any]]:
+) -> tuple[AIMessage, LoopUpdate]:
     """Call `role`'s model (graph/models/roles.py); return the reply and the update to add to state:
     the usage delta and, when a model's circuit changed, the breaker state. `spent` is what earlier
     calls of the same node cost (its usage counts for the call index and the retry budget). `options`
@@ -203,7 +206,8 @@ async def call_model(
         reason = failed.reason
     await store.append_trace(await services.pool(), current_run_id(), "model_fallback", node=PHASE_OF.get(role),
                              data={"role": role, "model": primary["model"], "fallback": backup["model"], "reason": reason})
-    after_primary = {**spent, "usage": add_usage(spent.get("usage"), lost["usage"]), "breakers": breakers.merge(spent.get("breakers"), lost.get("breakers"))}
+    after_primary: LoopUpdate = {**spent, "usage": add_usage(spent.get("usage"), lost["usage"]),
+                                 "breakers": breakers.merge(spent.get("breakers"), lost.get("breakers"))}
     try:
         reply, update = await _call(state, services, role, backup, messages, tools, after_primary, options, None)
     except model_calls.ModelCallFailed as failed:
@@ -214,7 +218,7 @@ async def call_model(
     return reply, update
 
 
-def _no_reply(state: Mapping[str, Any], spent: Mapping[str, Any], lost: dict[str, Any], settings: dict[str, Any], role: str,
+def _no_reply(state: Mapping[str, Any], spent: LoopUpdate, lost: LoopUpdate, settings: dict[str, Any], role: str,
               failed: model_calls.ModelCallFailed) -> NoReply:
     """The node's update when no model answered: what the node spent before, the failed attempts, the ending."""
     return NoReply({**spent, **lost, "usage": add_usage(spent.get("usage"), lost["usage"]), "ending": _ending(state, settings, role, failed)})
@@ -227,10 +231,10 @@ async def _call(
     settings: dict[str, Any],
     messages: Sequence[BaseMessage],
     tools: list[dict[str, Any]] | None,
-    spent: dict[str, Any],
+    spent: LoopUpdate,
     options: dict[str, Any] | None,
     measure: tuple[int, str] | None,
-) -> tuple[AIMessage, dict[str, Any]]:
+) -> tuple[AIMessage, LoopUpdate]:
     model = model_for(settings)
     runnable = model.bind_tools(tools, **(options or {})) if tools else model
     usage = add_usage(state.get("usage"), spent.get("usage"))
@@ -256,11 +260,11 @@ async def _call(
 
 async def ask_for(
     state: Mapping[str, Any], services: Services, role: str, messages: Sequence[BaseMessage], kind: type[Reply]
-) -> tuple[Reply | None, str | None, dict[str, Any]]:
+) -> tuple[Reply | None, str | None, LoopUpdate]:
     """Ask `role` for a JSON reply of `kind`; a malformed reply is shown its problem and asked again,
     up to MAX_ASKS calls in all, each charged like any call. Returns (reply or None, the last
     problem, the update the calls cost). Raises `NoReply` when the budget stops the asking."""
-    spent: dict[str, Any] = {}
+    spent: LoopUpdate = {}
     request = list(messages)
     problem = None
     for _ in range(MAX_ASKS):
@@ -306,16 +310,16 @@ def context_window_of(settings: dict[str, Any], name: str) -> int | None:
     return (settings.get("context_windows") or {}).get(name) or CONTEXT_WINDOWS.get(name)
 
 
-def _attempts_update(attempts: model_calls.Attempts, state: Mapping[str, Any]) -> dict[str, Any]:
+def _attempts_update(attempts: model_calls.Attempts, state: Mapping[str, Any]) -> LoopUpdate:
     """What the attempts cost; the breaker entries that differ from the node's input state (so the
     delta also carries what earlier calls of the same node changed, in `spent`)."""
-    update: dict[str, Any] = {"usage": {"retries": attempts.retries}}
+    update: LoopUpdate = {"usage": {"retries": attempts.retries}}
     if attempts.breakers is not None and (changed := breakers.changes(state.get("breakers") or {}, attempts.breakers)):
         update["breakers"] = changed
     return update
 
 
-def _ending(state: Mapping[str, Any], settings: dict[str, Any], role: str, failed: model_calls.ModelCallFailed) -> dict[str, str]:
+def _ending(state: Mapping[str, Any], settings: dict[str, Any], role: str, failed: model_calls.ModelCallFailed) -> Ending:
     if isinstance(failed, model_calls.DeadlineReached):
         limit = state["budget"]["wall_clock_s"]
         exhaustion = Exhaustion("wall_clock_s", limit, limit, Terminal.TIMEOUT)
@@ -339,7 +343,7 @@ def _trace_retry(services: Services, role: str) -> model_calls.OnRetry:
     return record
 
 
-def unusable_reply_ending(role: str, problem: str | None) -> dict[str, str]:
+def unusable_reply_ending(role: str, problem: str | None) -> Ending:
     """How an unattended run ends when `role` never replied in the expected shape: a dependency
     failure named for the role — nobody found the work wrong, so nothing is rolled back."""
     return ending(

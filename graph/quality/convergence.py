@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from boundloop.graph.core.records import Quality
 from boundloop.graph.quality.test_results import pass_rate
 
 MIN_GAIN = 0.005
@@ -27,7 +28,7 @@ def quality_score(verification: dict[str, Any], critique: dict[str, Any]) -> flo
     return round(0.5 * critic + 0.5 * verified, 4)
 
 
-def record(quality: dict[str, Any], *, iteration: int, turn: int) -> dict[str, Any]:
+def record(quality: Quality, *, iteration: int, turn: int) -> Quality:
     """`quality` with this iteration's score appended to its history, and the best output kept (ties go
     to the newer output)."""
     verification = quality.get("verification", {})

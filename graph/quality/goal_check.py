@@ -38,10 +38,12 @@ from boundloop.graph.models import size
 from boundloop.graph.core.budget import Budget, add_usage, check_before_model_call
 from boundloop.graph.quality.convergence import MIN_GAIN
 from boundloop.graph.core.errors import ScriptExhausted
+from boundloop.graph.core.records import Ending
 from boundloop.graph.models.catalog import NoReply, call_model, model_id
 from boundloop.graph.models.prompts import GOAL_CHECK, task_brief
 from boundloop.graph.core.replies import parse_reply
 from boundloop.graph.services import Services
+from boundloop.graph.state import LoopUpdate
 from boundloop.graph.core.status import Terminal, ending
 
 ROLE = "goal_check"
@@ -60,7 +62,7 @@ class GoalVerdict(BaseModel):
 
 @dataclass(frozen=True)
 class Checked:
-    update: dict[str, Any] = field(default_factory=dict)
+    update: LoopUpdate = field(default_factory=LoopUpdate)
     """What the check recorded and spent ({} when none was due); the actor's call is charged on top."""
     stops: bool = False
     """The run ends here: the actor is not asked this turn."""
@@ -101,7 +103,7 @@ def due(state: Mapping[str, Any]) -> tuple[int, int] | None:
     return turns - every, turns - 1
 
 
-def no_progress(state: Mapping[str, Any]) -> dict[str, Any] | None:
+def no_progress(state: Mapping[str, Any]) -> Ending | None:
     """The tripwire: REPEATED_FAILURE once a recorded goal check found a window without progress.
     A pure function of the checkpointed record, so every guard and finalize read the same verdict."""
     record = state.get("goal_check") or {}
@@ -132,7 +134,7 @@ def verified_calls(state: Mapping[str, Any], first: int, last: int) -> set[str]:
             if obs.get("phase") == "act" and obs.get("stage") in ("verified", "committed") and _in(obs["call_id"], first, last)}
 
 
-async def _ask(state: Mapping[str, Any], services: Services, first: int, last: int) -> tuple[dict[str, Any], dict[str, Any]]:
+async def _ask(state: Mapping[str, Any], services: Services, first: int, last: int) -> tuple[LoopUpdate, dict[str, Any]]:
     """(the update the question cost, what the model said: `outcome`, `detail`, `verdict`)."""
     request = [SystemMessage(GOAL_CHECK), HumanMessage(_brief(state, first, last))]
     budget = Budget.model_validate(state["budget"])
@@ -143,10 +145,11 @@ async def _ask(state: Mapping[str, Any], services: Services, first: int, last: i
     try:
         reply, update = await call_model(state, services, ROLE, request)
     except NoReply as failed:
-        update = {key: value for key, value in failed.update.items() if key != "ending"}
-        if failed.update["ending"]["code"] == Terminal.TIMEOUT:
-            update["ending"] = failed.update["ending"]  # the run's wall-clock budget is gone, not just this answer
-        return update, {"outcome": "no_reply", "detail": failed.update["ending"]["reason"]}
+        update = failed.update.copy()
+        del update["ending"]
+        if failed.ending["code"] == Terminal.TIMEOUT:
+            update["ending"] = failed.ending  # the run's wall-clock budget is gone, not just this answer
+        return update, {"outcome": "no_reply", "detail": failed.ending["reason"]}
     except ScriptExhausted as missing:  # a script written without goal_check steps: the signals decide
         return {}, {"outcome": "no_reply", "detail": str(missing)}
     if exhaustion := check_before_model_call(add_usage(state.get("usage"), update["usage"]), budget):

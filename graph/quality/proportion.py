@@ -28,11 +28,11 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
+from boundloop.graph.core.records import Control, CritiqueDecision, PhaseMode as Mode, Plan, PlanningDecision, Step
 from boundloop.graph.quality.confidence import estimate, signals_of
 
-Mode = Literal["auto", "always", "never"]
 PROFILE_MODES: dict[str, dict[str, Mode]] = {
     "sre_agent": {"planning": "always", "critique": "always"},
 }
@@ -42,7 +42,7 @@ FAILED_STATUSES = frozenset({"tool_error", "timeout", "server_unavailable", "unk
 """Tool call endings that are a failure of the call (a refusal before dispatch or a human's rejection is a decision, not a failure)."""
 
 
-def decide(task: dict[str, Any], settings: dict[str, Any]) -> dict[str, Any]:
+def decide(task: dict[str, Any], settings: dict[str, Any]) -> Control:
     """The `control` record intake writes: planning and judge decided now, the critic after verification."""
     profile = PROFILE_MODES.get(task.get("profile", ""), {})
     planning_mode = _mode("planning", settings, profile)
@@ -53,7 +53,7 @@ def decide(task: dict[str, Any], settings: dict[str, Any]) -> dict[str, Any]:
     uncovered = criteria if judge_mode == "always" else [c for c in criteria if c.strip().casefold() not in covered]
     judged = judge_mode == "always" or bool(uncovered)
     return {
-        "planning": {"mode": planning_mode, **_planning(planning_mode, task, settings, profile)},
+        "planning": _planning(planning_mode, task, settings, profile),
         "judge": {"mode": judge_mode, "run": judged, "criteria": uncovered, "reason": _judge_reason(judge_mode, criteria, uncovered, settings, profile)},
         "critique": {"mode": critique_mode, "run": None,
                      "reason": _asked("critique", settings, profile) if critique_mode == "always" else "decided after verification, on triggers"},
@@ -68,12 +68,12 @@ def _asked(phase: str, settings: dict[str, Any], profile: dict[str, Mode]) -> st
     return f"the run's settings ask for {phase}: {settings[phase]}" if settings.get(phase) else f"the profile asks for {phase}: {profile[phase]}"
 
 
-def _planning(mode: Mode, task: dict[str, Any], settings: dict[str, Any], profile: dict[str, Mode]) -> dict[str, Any]:
+def _planning(mode: Mode, task: dict[str, Any], settings: dict[str, Any], profile: dict[str, Mode]) -> PlanningDecision:
     if mode != "auto":
-        return {"plan": mode == "always", "reason": _asked("planning", settings, profile)}
+        return {"mode": mode, "plan": mode == "always", "reason": _asked("planning", settings, profile)}
     if complexity := complex_because(task):
-        return {"plan": True, "reason": "the task is complex: " + "; ".join(complexity)}
-    return {"plan": False, "reason": "a simple task: one implicit step (the goal, its criteria as done_when), no planner call"}
+        return {"mode": mode, "plan": True, "reason": "the task is complex: " + "; ".join(complexity)}
+    return {"mode": mode, "plan": False, "reason": "a simple task: one implicit step (the goal, its criteria as done_when), no planner call"}
 
 
 def complex_because(task: dict[str, Any]) -> list[str]:
@@ -105,11 +105,11 @@ def _judge_reason(mode: Mode, criteria: list[str], uncovered: list[str], setting
     return f"{len(uncovered)} of {len(criteria)} criteria have no deterministic check"
 
 
-def implicit_plan(task: dict[str, Any]) -> dict[str, Any]:
+def implicit_plan(task: dict[str, Any]) -> Plan:
     """The one-step plan of a task that is not planned: it promises no tool call, so grounding, not the
     step, tracks the calls, and the criteria are checked by verify."""
     criteria = task.get("acceptance_criteria") or []
-    step = {"id": "s1", "description": task["goal"], "depends_on": [], "tools": [], "args": {}, "optional": False,
+    step: Step = {"id": "s1", "description": task["goal"], "depends_on": [], "tools": [], "args": {}, "optional": False,
             "done_when": "; ".join(criteria) or "the goal is met", "evidence": None, "parallel": True, "status": "pending"}
     return {"steps": [step], "blocked": None, "attempts": 0, "errors": [], "implicit": True}
 
@@ -129,12 +129,12 @@ def judged_criteria(state: Mapping[str, Any]) -> list[str] | None:
     return list(decision["criteria"]) if decision["run"] else None
 
 
-def critique_decision(state: Mapping[str, Any]) -> dict[str, Any]:
+def critique_decision(state: Mapping[str, Any]) -> CritiqueDecision:
     """The critic's decision from the state after verification: its triggers, and whether it runs."""
-    decision = dict(((state.get("control") or {}).get("critique")) or {"mode": "auto"})
+    decision = cast(CritiqueDecision, dict(((state.get("control") or {}).get("critique")) or {"mode": "auto"}))  # state read untyped
     found = triggers(state)
     asked = decision["mode"] == "always"
-    decision.update(run=asked or bool(found), triggers=found)
+    decision.update({"run": asked or bool(found), "triggers": found})
     if asked:
         decision["reason"] = decision.get("reason") or "asked for"
     elif found:

@@ -4,6 +4,7 @@ limit, and the tool calls it settled. The CLI prints it; the server streams it (
 from __future__ import annotations
 
 from contextvars import ContextVar
+from collections.abc import Mapping
 from typing import Any
 
 from boundloop.graph.core.budget import Budget, used_of
@@ -16,7 +17,7 @@ PHASE_PROGRESS_STREAMED: ContextVar[bool] = ContextVar("boundloop_phase_progress
 
 
 def phase_progress(
-    node: str, update: dict[str, Any], usage: dict[str, Any], budget: dict[str, Any] | None, known: list[dict[str, Any]] | None = None
+    node: str, update: Mapping[str, Any], usage: Mapping[str, Any], budget: dict[str, Any] | None, known: list[dict[str, Any]] | None = None
 ) -> dict[str, Any]:
     """One phase's progress as JSON: the phase, used/limit of every budget dimension (limit None:
     unlimited), and the outcome of each tool call the phase settled (tool names looked up in the

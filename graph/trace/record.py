@@ -61,7 +61,7 @@ def prompt_versions() -> dict[str, str]:
     return {role: hashlib.sha256(text.encode()).hexdigest()[:16] for role, text in PROMPTS.items()} | {"label": prompts.PROMPT_VERSION}
 
 
-def budget_vector(usage: dict[str, Any] | None) -> dict[str, Any]:
+def budget_vector(usage: Mapping[str, Any] | None) -> dict[str, Any]:
     usage = usage or {}
     return {
         "tokens": usage.get("input_tokens", 0) + usage.get("output_tokens", 0),
@@ -80,7 +80,7 @@ def step_position() -> tuple[int | None, str | None]:
     return config.get("metadata", {}).get("langgraph_step"), (config["configurable"].get("checkpoint_map") or {}).get("")
 
 
-async def record_node(services: Services, run_id: str, node: str, state: Mapping[str, Any], update: dict[str, Any], elapsed_s: float) -> None:
+async def record_node(services: Services, run_id: str, node: str, state: Mapping[str, Any], update: Mapping[str, Any], elapsed_s: float) -> None:
     """Write the node's events with its step; register the run at intake and record its ending at finalize."""
     events = node_events(services, node, state, update, elapsed_s)
     await _append(services, run_id, [(kind, node, data) for kind, data in events])
@@ -119,7 +119,7 @@ async def _append(services: Services, run_id: str, events: list[tuple[str, str, 
     await store.append_events(await services.pool(), run_id, redacted)
 
 
-def node_events(services: Services, node: str, state: Mapping[str, Any], update: dict[str, Any], elapsed_s: float) -> list[tuple[str, dict[str, Any]]]:
+def node_events(services: Services, node: str, state: Mapping[str, Any], update: Mapping[str, Any], elapsed_s: float) -> list[tuple[str, dict[str, Any]]]:
     step, checkpoint = step_position()
     event: dict[str, Any] = {"step": step, "checkpoint_id": checkpoint, "elapsed_ms": round(elapsed_s * 1000, 3),
                              "budget": budget_vector(update.get("usage"))}
@@ -151,7 +151,7 @@ def node_events(services: Services, node: str, state: Mapping[str, Any], update:
     return [("node", event)]
 
 
-def _header(services: Services, state: Mapping[str, Any], update: dict[str, Any]) -> dict[str, Any]:
+def _header(services: Services, state: Mapping[str, Any], update: Mapping[str, Any]) -> dict[str, Any]:
     settings, boundary = update.get("settings") or {}, update.get("boundary") or {}
     model = boundary.get("model") or settings.get("model")
     return {
@@ -174,7 +174,7 @@ def _hosted_offers(boundary: dict[str, Any]) -> dict[str, Any]:
     return {"hosted": offers} if offers else {}
 
 
-def _decisions(update: dict[str, Any]) -> list[dict[str, Any]]:
+def _decisions(update: Mapping[str, Any]) -> list[dict[str, Any]]:
     """The permission decision on each call proposed in this step: the gate's in act's step (allow,
     ask, or the refusal; act also reports calls a provider already ran, which were not decided
     here), and verify's on the task's checks, which the same gateway admitted in verify's own step
@@ -199,7 +199,7 @@ def _decision(obs: dict[str, Any], decision: str) -> dict[str, Any]:
             "side_effect": obs.get("side_effect"), "rule": obs.get("rule"), "decision": decision}
 
 
-def _tool_calls(update: dict[str, Any]) -> list[dict[str, Any]]:
+def _tool_calls(update: Mapping[str, Any]) -> list[dict[str, Any]]:
     """Calls that ran (or were answered in their place): name, argument hash, request id, status, pointer."""
     return [
         {"name": obs.get("tool"), "server": obs.get("server"), "args_hash": obs.get("args_hash"), "request_id": obs["call_id"],
@@ -211,7 +211,7 @@ def _tool_calls(update: dict[str, Any]) -> list[dict[str, Any]]:
     ]
 
 
-def _validation(node: str, update: dict[str, Any]) -> dict[str, Any] | None:
+def _validation(node: str, update: Mapping[str, Any]) -> dict[str, Any] | None:
     quality, plan = update.get("quality") or {}, update.get("plan") or {}
     if node == "validate_plan" and plan:
         return {"check": "plan_schema", "passed": bool(plan.get("valid")), "errors": plan.get("errors", [])}
@@ -229,13 +229,13 @@ def _validation(node: str, update: dict[str, Any]) -> dict[str, Any] | None:
     return None
 
 
-def _replan(node: str, state: Mapping[str, Any], update: dict[str, Any]) -> dict[str, Any] | None:
+def _replan(node: str, state: Mapping[str, Any], update: Mapping[str, Any]) -> dict[str, Any] | None:
     """The re-plan a plan node made (graph/quality/replan.py): its cause, what it replaced and kept."""
     before, after = (state.get("plan") or {}).get("revisions", []), (update.get("plan") or {}).get("revisions", [])
     return after[-1] if node == "plan" and len(after) > len(before) else None
 
 
-def _escalation(node: str, state: Mapping[str, Any], update: dict[str, Any]) -> dict[str, Any] | None:
+def _escalation(node: str, state: Mapping[str, Any], update: Mapping[str, Any]) -> dict[str, Any] | None:
     if node == "approve":
         record: dict[str, Any] = next(iter(update.get("approvals") or []), {})
         return {"type": "tool_approval", "call_id": record.get("call_id"), "decision": record.get("decision"), "approver": record.get("approver")}
@@ -246,7 +246,7 @@ def _escalation(node: str, state: Mapping[str, Any], update: dict[str, Any]) -> 
     return None
 
 
-async def record_task(services: Services, run_id: str, node: str, payload: dict[str, Any], update: dict[str, Any], elapsed_s: float) -> list[dict[str, Any]]:
+async def record_task(services: Services, run_id: str, node: str, payload: dict[str, Any], update: Mapping[str, Any], elapsed_s: float) -> list[dict[str, Any]]:
     """A tool task (one call, sent by a guard): its event, with the call's ledger key when it has side
     effects. Returns the event's tool call records."""
     call = payload.get("call") or {}
