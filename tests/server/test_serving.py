@@ -21,7 +21,7 @@ from boundloop.graph.core.budget import Budget
 from boundloop.graph.core.profiles import budget_for
 from boundloop.graph.services import default_servers
 from boundloop.graph.core.status import Terminal
-from tests.graph.conftest import CRITIC_PASS, PLAN_ONE_STEP, READ_NOTES, step, workspace  # noqa: F401  (fixture)
+from tests.graph.conftest import CRITIC_PASS, PLAN_ONE_STEP, READ_NOTES, phases_asked, step, workspace  # noqa: F401  (fixture)
 from tests.server.conftest import DevServer
 from tests.tools._procs import wait_gone
 
@@ -51,7 +51,7 @@ def settings(tmp_path: Path, workspace: Path, roles: dict[str, Any], *, probe: b
     script.write_text(json.dumps({"model_id": "scripted-test", "roles": roles}))
     for n in range(READS):
         (workspace / f"notes-{n}.md").write_text(f"note {n}\n")
-    context: dict[str, Any] = {"model": "scripted", "script": str(script), "workspace_root": str(workspace)}
+    context: dict[str, Any] = {"model": "scripted", "script": str(script), "workspace_root": str(workspace), **phases_asked(roles)}
     if probe:
         servers = default_servers(str(workspace))
         servers["mcpServers"]["probe"] = {"command": sys.executable, "args": [str(PROBE)], "cwd": str(workspace), "trusted": True}
