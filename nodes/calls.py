@@ -50,8 +50,14 @@ async def run_call(call: dict[str, Any], payload: dict[str, Any], services: Serv
         return await _refuse_unmet(call, unmet, settings, services, started)
     if deadline.passed():  # e.g. an approval whose wait was charged: nothing is sent, nothing is unknown
         return await record_outcome(call, CallOutcome("budget_exceeded", text=OUT_OF_TIME, detail=OUT_OF_TIME), settings, services, started=started, phase=phase, chars_left=payload.get("result_chars_left"))
-    bridge = await services.bridge(run_id, settings)
-    spec = gateway.relied_spec(await services.registry(run_id, settings, payload.get("tools")), call)
+    try:  # a lazy start of the servers is wall time too: it ends at the step's deadline
+        bridge = await asyncio.wait_for(services.bridge(run_id, settings), deadline.seconds_left())
+        registry = await asyncio.wait_for(services.registry(run_id, settings, payload.get("tools")), deadline.seconds_left())
+    except TimeoutError:
+        if not deadline.passed():
+            raise
+        return await record_outcome(call, CallOutcome("budget_exceeded", text=OUT_OF_TIME, detail=OUT_OF_TIME), settings, services, started=started, phase=phase, chars_left=payload.get("result_chars_left"))
+    spec = gateway.relied_spec(registry, call)
     assert spec is not None, "the gate admitted the call from this same pinned registry"
     verdict = await asyncio.to_thread(gateway.permission, gateway.run_policy(settings, payload["profile"]), spec, call["args"])
     if verdict.action == "deny":
