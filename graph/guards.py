@@ -18,7 +18,7 @@ from langgraph.types import Send
 
 from boundloop.graph.context import memory
 from boundloop.graph import schedule, sends
-from boundloop.graph.core.budget import Budget, check_before_model_call, check_before_step
+from boundloop.graph.core.budget import Budget, check_before_model_call, check_before_step, result_chars_share
 from boundloop.graph.core.deadline import budget_left_s
 from boundloop.graph.calls.hosted import approval_requests
 from boundloop.graph.core.plan import evidence_to_fetch, unfinished
@@ -237,6 +237,9 @@ def task_payload(state: LoopState, node: str, call_id: str) -> dict[str, Any]:
     if call is None:
         raise RuntimeError(f"the {node} task of call {call_id!r} finds no such call to run in the run's state; a guard is wrong")
     budget = _budget(state)
+    decided = _decisions(state)
+    together = (len([entry for entry in state.get("approvals", []) if "reservation" in entry])
+                + len([call for wave in state.get("dispatch") or [] for call in wave if _runnable(call, decided) is not None]))
     retries_left = 2 if budget.retries is None else min(2, budget.retries - state["usage"].get("retries", 0))
     return {
         "call": call,
@@ -249,6 +252,7 @@ def task_payload(state: LoopState, node: str, call_id: str) -> dict[str, Any]:
         "policy_hash": (state.get("boundary") or {}).get("policy_hash"),
         "breakers": state.get("breakers"),
         "wall_clock_left_s": budget_left_s(state["budget"], state["usage"]),
+        "result_chars_left": result_chars_share(state["usage"], budget, together),  # every call that may run in this step gets a share
         "unmet": _unmet(state, call),
     }
 

@@ -82,7 +82,8 @@ async def approve(payload: dict[str, Any], services: Services) -> LoopUpdate:
             record.update({"run": True, "args": edited, "args_hash": breakers.arguments_hash(edited)})
     elif decision.decision == "respond":
         outcome = CallOutcome("ok", text=decision.result or "", detail=ANSWERED_BY_A_HUMAN)
-        update = await record_outcome(call, outcome, payload["settings"], services, started=time.time(), phase="act")
+        update = await record_outcome(call, outcome, payload["settings"], services, started=time.time(), phase="act",
+                                     chars_left=payload.get("result_chars_left"))
         update["observations"][0]["answered_by"] = decision.approver or "human"
     else:
         update = _refused(call, "rejected", decision.message or REJECTED.format(name=call["name"], message="no reason given"))

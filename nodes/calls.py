@@ -51,14 +51,20 @@ async def run_call(call: dict[str, Any], payload: dict[str, Any], services: Serv
     if unmet := payload.get("unmet"):
         return await _refuse_unmet(call, unmet, settings, services, started)
     if deadline.passed():  # e.g. an approval whose wait was charged: nothing is sent, nothing is unknown
-        return await record_outcome(call, CallOutcome("budget_exceeded", text=OUT_OF_TIME, detail=OUT_OF_TIME), settings, services, started=started, phase=phase)
-    bridge = await services.bridge(run_id, settings)
-    spec = gateway.relied_spec(await services.registry(run_id, settings, payload.get("tools")), call)
+        return await record_outcome(call, CallOutcome("budget_exceeded", text=OUT_OF_TIME, detail=OUT_OF_TIME), settings, services, started=started, phase=phase, chars_left=payload.get("result_chars_left"))
+    try:  # a lazy start of the servers is wall time too: it ends at the step's deadline
+        bridge = await asyncio.wait_for(services.bridge(run_id, settings), deadline.seconds_left())
+        registry = await asyncio.wait_for(services.registry(run_id, settings, payload.get("tools")), deadline.seconds_left())
+    except TimeoutError:
+        if not deadline.passed():
+            raise
+        return await record_outcome(call, CallOutcome("budget_exceeded", text=OUT_OF_TIME, detail=OUT_OF_TIME), settings, services, started=started, phase=phase, chars_left=payload.get("result_chars_left"))
+    spec = gateway.relied_spec(registry, call)
     assert spec is not None, "the gate admitted the call from this same pinned registry"
     verdict = await asyncio.to_thread(gateway.permission, gateway.run_policy(settings, payload["profile"]), spec, call["args"])
     if verdict.action == "deny":
         text = DENIED_AT_DISPATCH.format(name=call["name"], rule=verdict.rule_id, reason=verdict.reason)
-        return await record_outcome(call, CallOutcome("denied", text=text, detail=text), settings, services, started=started, phase=phase)
+        return await record_outcome(call, CallOutcome("denied", text=text, detail=text), settings, services, started=started, phase=phase, chars_left=payload.get("result_chars_left"))
 
     vouches = phase == "verify"  # a check of the run's result rests on no standing listing (pinning.changed)
     rechecked = pinning.RecheckedRetries(bridge, spec, vouches=vouches)  # send_once checks the first send; this, every retry and re-send
@@ -97,7 +103,7 @@ async def run_call(call: dict[str, Any], payload: dict[str, Any], services: Serv
                 await ledger.stop_for_question(pool, key, scope.question["key"])
             await questions.record(phase)
             services.question_recorded(run_id)  # this call's next look, and every later call of the drive, asks
-    result = await record_outcome(call, outcome, settings, services, started=started, phase=phase)
+    result = await record_outcome(call, outcome, settings, services, started=started, phase=phase, chars_left=payload.get("result_chars_left"))
     return await mcp_scope.settle(scope, result, services, phase=phase)
 
 
@@ -112,10 +118,13 @@ async def _refuse_unmet(call: dict[str, Any], text: str, settings: dict[str, Any
 
 
 async def record_outcome(
-    call: dict[str, Any], outcome: CallOutcome, settings: dict[str, Any], services: Services, *, started: float, phase: str
+    call: dict[str, Any], outcome: CallOutcome, settings: dict[str, Any], services: Services, *, started: float, phase: str,
+    chars_left: int | None = None,
 ) -> LoopUpdate:
-    """Bound the payload for the model, store the full payload when cut, and ground the observation."""
-    excerpt, truncated = dispatch.bound_text(outcome.text, settings.get("max_result_chars", 4_000))
+    """Bound the payload for the model, store the full payload when cut, and ground the observation.
+    `chars_left` is this call's share of the `tool_result_chars` budget (None: no cap): the excerpt
+    never passes it, so the cap holds after the call as well as before it."""
+    excerpt, truncated = bounded(outcome.text, settings.get("max_result_chars", 4_000), chars_left)
     pointer = None
     if truncated:
         from boundloop.checkpoints.store import put_payload
@@ -147,3 +156,12 @@ async def record_outcome(
     }
     usage: Usage = {"tool_result_chars": len(excerpt), "retries": max(outcome.attempts - 1, 0)}
     return {"messages": [message], "observations": [observation], "usage": usage}
+
+
+def bounded(text: str, max_chars: int, chars_left: int | None) -> tuple[str, bool]:
+    """(the excerpt the model reads, whether it was cut): at most `max_chars`, and at most `chars_left`.
+    Too few characters left for the cut marker: the plain head of the text, or nothing."""
+    limit = max_chars if chars_left is None else min(max_chars, chars_left)
+    if limit >= dispatch.MIN_BOUND_CHARS:
+        return dispatch.bound_text(text, limit)
+    return text[: max(limit, 0)], len(text) > max(limit, 0)

@@ -5,12 +5,14 @@ It also pins the run's tools: their definitions as the servers list them now bec
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from langgraph.runtime import Runtime
 from pydantic import BaseModel, ValidationError
 
 from boundloop.graph.calls import task_check
+from boundloop.graph.core import deadline
 from boundloop.graph.context import memory
 from boundloop.graph.quality import proportion
 from boundloop.graph.core.budget import Exhaustion, empty_usage
@@ -45,7 +47,15 @@ async def intake(state: LoopState, runtime: Runtime[RunSettings], services: Serv
     budget = budget_for(task.profile, task.budget)
     settings_json = settings.model_dump(mode="json")
     try:
-        registry = await services.registry(current_run_id(), settings_json)
+        left = deadline.budget_left_s(budget.model_dump(), state.get("usage"))
+        try:  # the servers' start is charged to the wall clock, so it is bounded by it too
+            registry = await asyncio.wait_for(services.registry(current_run_id(), settings_json), left)
+        except TimeoutError:
+            if left is None or budget.wall_clock_s is None:
+                raise
+            out = Exhaustion("wall_clock_s", left, budget.wall_clock_s, Terminal.TIMEOUT)
+            return _refuse(Terminal.TIMEOUT, f"budget.wall_clock_s ran out while the tool servers started ({left:.3g} s of {budget.wall_clock_s:g} s given them).",
+                           out.next_safe_action + " Or check why the servers start slowly.", settings_json)
         model = model_id(settings_json)
     except BoundloopError as error:
         return _refuse(Terminal.UNAVAILABLE_DEP, str(error), "Fix the configuration and run again.", settings_json)

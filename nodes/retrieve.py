@@ -12,7 +12,7 @@ import asyncio
 import time
 from typing import Any
 
-from boundloop.graph.core.budget import Budget, add_usage
+from boundloop.graph.core.budget import Budget, add_usage, result_chars_share
 from boundloop.graph.core.records import Observation, Step, Usage
 from boundloop.graph.core.plan import evidence_to_fetch
 from boundloop.graph.services import Services, current_run_id
@@ -49,7 +49,7 @@ async def retrieve(state: LoopState, services: Services) -> LoopUpdate:
                                       "status": "denied" if admission.verdict == "ask" else admission.verdict, "detail": detail}]}
         async with limit:
             payload = {"settings": state["settings"], "profile": state["task"]["profile"], "tools": state.get("tools"),
-                       "retries_left": retries_left}
+                       "retries_left": retries_left, "result_chars_left": result_chars_share(state["usage"], budget, len(admissions))}
             update = await run_call(admission.call, payload, services, phase="retrieve")
         return {**update, "usage": add_usage(update["usage"], admission.reservation)}
 

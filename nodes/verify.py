@@ -32,7 +32,7 @@ from boundloop.checkpoints.store import get_payload
 from boundloop.graph.quality import fault_trace, proportion
 from boundloop.graph.context import fitting, memory
 from boundloop.graph.core import escalations
-from boundloop.graph.core.budget import Budget, add_usage
+from boundloop.graph.core.budget import Budget, add_usage, result_chars_share
 from boundloop.graph.core.records import Quality
 from boundloop.graph.quality.diagnosis import RootCause
 from boundloop.graph.models.catalog import MAX_ASKS, NoReply, ask_for, unusable_reply_ending
@@ -147,7 +147,8 @@ async def run_checks(state: LoopState, services: Services) -> tuple[list[dict[st
             failed_checks.append(({"criterion": check["name"], "reason": f"the check could not run: {admission.message}",
                                    "cause": RootCause.TOOL_FAILURE.value}, None))  # it never looked at anything: no trace
             continue
-        payload = {"settings": state["settings"], "profile": state["task"]["profile"], "tools": state.get("tools"), "retries_left": 0}
+        payload = {"settings": state["settings"], "profile": state["task"]["profile"], "tools": state.get("tools"), "retries_left": 0,
+                   "result_chars_left": result_chars_share(add_usage(state["usage"], update["usage"]), Budget.model_validate(state["budget"]), 1)}
         ran = await run_call(admission.call, payload, services, phase="verify")
         update["observations"] += ran["observations"]
         update["usage"] = add_usage(add_usage(update["usage"], ran["usage"]), admission.reservation)

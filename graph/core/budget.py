@@ -269,3 +269,43 @@ def used_of(usage: Mapping[str, Any], dimension: str) -> float:
     if dimension in maps:
         return max(usage.get(maps[dimension], {}).values(), default=0)
     return usage.get(dimension, 0)
+
+
+def reserve_model_call(
+    usage: Mapping[str, Any], budget: Budget, *, input_tokens: int, price: tuple[float, float] | None
+) -> tuple[int | None, Exhaustion | None]:
+    """Reserve one model call against the token and cost caps before it is sent.
+
+    `input_tokens` is the request's measure. Returns (the reply's max_tokens, None), where max_tokens
+    is what the output-token cap and the cost left after the input buy (None: no limit), or
+    (None, the exhaustion) when the input alone would pass a cap or no output token is left, so
+    the call is not made: a cap holds, not only before the call but after it too."""
+    used_in, used_out, spent = usage.get("input_tokens", 0), usage.get("output_tokens", 0), usage.get("cost_usd", 0.0)
+    if budget.input_tokens is not None and used_in + input_tokens > budget.input_tokens:
+        return None, Exhaustion("input_tokens", used_in, budget.input_tokens, Terminal.BUDGET_EXHAUSTED)
+    limits: list[int] = []
+    if budget.output_tokens is not None:
+        limits.append(budget.output_tokens - used_out)
+    if budget.cost_usd is not None and price is not None:
+        cost_left = budget.cost_usd - spent - input_tokens * price[0] / 1_000_000
+        if cost_left < 0:
+            return None, Exhaustion("cost_usd", spent, budget.cost_usd, Terminal.BUDGET_EXHAUSTED)
+        if price[1] > 0:
+            limits.append(int(cost_left * 1_000_000 / price[1] * (1 - 1e-9)))  # floor, a hair under: float cost never rounds past the cap
+    max_tokens = min(limits) if limits else None
+    if max_tokens is not None and max_tokens < 1:
+        dimension = "output_tokens" if budget.output_tokens is not None and budget.output_tokens - used_out < 1 else "cost_usd"
+        used = used_out if dimension == "output_tokens" else spent
+        limit = budget.output_tokens if dimension == "output_tokens" else budget.cost_usd
+        assert limit is not None
+        return None, Exhaustion(dimension, used, limit, Terminal.BUDGET_EXHAUSTED)
+    return max_tokens, None
+
+
+def result_chars_share(usage: Mapping[str, Any], budget: Budget, calls: int) -> int | None:
+    """Characters of tool output one of `calls` calls running together may show the model: an even
+    share of what `tool_result_chars` has left, so their sum cannot pass the cap (None: no cap)."""
+    if budget.tool_result_chars is None:
+        return None
+    left = max(budget.tool_result_chars - usage.get("tool_result_chars", 0), 0)
+    return left // max(calls, 1)

@@ -2,7 +2,8 @@
 
 The wall-clock budget is charged after each step, so a check before the step cannot stop a model
 or tool call that hangs inside it. The node wrappers (graph/builder.py) therefore open a deadline
-for the step — now plus the seconds the budget has left — and every model call (graph/models/catalog.py)
+for the step — now plus the seconds the budget has left, less a small reserve for the bookkeeping
+that follows a cut (`reserve_s`) — and every model call (graph/models/catalog.py)
 and tool call (tools/dispatch.py) made inside the step waits at most until then. Kept in a
 context variable because the step's asyncio task is where both kinds of call run; outside a step
 (or with no wall-clock limit) there is no deadline.
@@ -19,12 +20,23 @@ from typing import Any, Iterator
 _DEADLINE: ContextVar[float | None] = ContextVar("boundloop_deadline", default=None)
 
 
+def reserve_s(limit: float) -> float:
+    """Seconds kept back from a step's deadline for the bookkeeping after a cut (saving the step,
+    closing servers), which is charged too: so what is charged stays within the limit."""
+    return min(RESERVE_S, RESERVE_SHARE * limit)
+
+
+RESERVE_S = 2.0
+RESERVE_SHARE = 0.25
+
+
 def budget_left_s(budget: Mapping[str, Any] | None, usage: Mapping[str, Any] | None) -> float | None:
-    """Seconds of the wall-clock budget not yet charged (None: no limit)."""
+    """Seconds a step may run: the wall-clock budget not yet charged, less the bookkeeping reserve
+    (None: no limit)."""
     limit = (budget or {}).get("wall_clock_s")
     if limit is None:
         return None
-    return max(limit - (usage or {}).get("wall_clock_s", 0), 0.0)
+    return max(limit - (usage or {}).get("wall_clock_s", 0) - reserve_s(limit), 0.0)
 
 
 @contextmanager

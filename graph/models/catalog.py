@@ -36,6 +36,7 @@ from boundloop.graph.core.budget import (
     add_usage,
     check_before_model_call,
     model_call_usage,
+    reserve_model_call,
 )
 from boundloop.graph.core.errors import ModelNotConfigured
 from boundloop.graph.core.records import Ending
@@ -236,14 +237,18 @@ async def _call(
     measure: tuple[int, str] | None,
 ) -> tuple[AIMessage, LoopUpdate]:
     model = model_for(settings)
-    runnable = model.bind_tools(tools, **(options or {})) if tools else model
     usage = add_usage(state.get("usage"), spent.get("usage"))
     index = usage["calls_by_role"].get(role, 0)
     config: RunnableConfig = {"metadata": {ROLE_KEY: role, INDEX_KEY: index}}
     name = model_id(settings)
     tokens, method = measure or size.measure(name, messages, tools)
+    budget = Budget.model_validate(state["budget"])
+    max_tokens, exhaustion = reserve_model_call(usage, budget, input_tokens=tokens, price=price_of(settings, name))
+    if exhaustion is not None:  # the call would pass a cap: it is not made
+        raise NoReply({**spent, "ending": budget_ending(exhaustion)})
+    runnable = _bound(model, tools, options, max_tokens, api_of(settings))
     measured = size.record(spent.get("context") or state.get("context"), role, tokens, method, context_window_of(settings, name))
-    retries = Budget.model_validate(state["budget"]).retries
+    retries = budget.retries
     reply, attempts = await model_calls.invoke(
         lambda: runnable.ainvoke(list(messages), config=config),
         circuit=f"model:{name}",
@@ -269,8 +274,7 @@ async def ask_for(
     problem = None
     for _ in range(MAX_ASKS):
         if spent and (exhaustion := _exhausted(state, spent)) is not None:
-            stop = ending(exhaustion.code, exhaustion.message, exhaustion.next_safe_action, dimension=exhaustion.dimension)
-            raise NoReply({**spent, "ending": stop})
+            raise NoReply({**spent, "ending": budget_ending(exhaustion)})
         reply, update = await call_model(state, services, role, request, spent=spent)
         spent = {**spent, **update, "usage": add_usage(spent.get("usage"), update["usage"])}
         parsed, problem = parse_reply(str(reply.text), kind)  # Responses replies carry a list of typed items
@@ -278,6 +282,27 @@ async def ask_for(
             return parsed, None, spent
         request = [*request, reply, HumanMessage(REASK.format(problem=problem))]
     return None, problem, spent
+
+
+def budget_ending(exhaustion: Exhaustion) -> Ending:
+    """The ending of a run a budget stops before a model call."""
+    return ending(exhaustion.code, exhaustion.message, exhaustion.next_safe_action, dimension=exhaustion.dimension)
+
+
+def _bound(model: BaseChatModel, tools: list[dict[str, Any]] | None, options: dict[str, Any] | None,
+           max_tokens: int | None, api: str) -> Any:
+    """The model with its tools and request options bound, its reply capped at `max_tokens` (None: no cap).
+    Chat Completions takes `max_completion_tokens`, the Responses API `max_output_tokens`; the
+    scripted model cuts its reply as a provider stops at the limit."""
+    extra = dict(options or {})
+    if max_tokens is not None:
+        if isinstance(model, ScriptedChatModel):
+            extra["max_tokens"] = max_tokens
+        else:
+            extra["max_output_tokens" if api == "responses" else "max_completion_tokens"] = max_tokens
+    if tools:
+        return model.bind_tools(tools, **extra)
+    return model.bind(**extra) if extra else model
 
 
 def _exhausted(state: Mapping[str, Any], spent: Mapping[str, Any]) -> Exhaustion | None:

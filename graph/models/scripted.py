@@ -23,12 +23,15 @@ from typing import Any, Sequence
 from langchain_core.language_models.chat_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
+from langchain_core.runnables import Runnable
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError
 
 from boundloop.graph.core.errors import ScriptError, ScriptExhausted
 
 ROLE_KEY = "boundloop_role"
 INDEX_KEY = "boundloop_call_index"
+CHARS_PER_TOKEN = 4
+"""Characters per token of the usage a step without its own `usage` reports, and of a reply cut at `max_tokens`."""
 
 
 class ScriptedToolCall(BaseModel):
@@ -94,18 +97,19 @@ class ScriptedChatModel(BaseChatModel):
     def model_id(self) -> str:
         return self.script.model_id
 
-    def bind_tools(self, tools: Sequence[Any], **kwargs: Any) -> "ScriptedChatModel":
+    def bind_tools(self, tools: Sequence[Any], **kwargs: Any) -> Runnable[Any, Any]:
         # The script names its tool calls itself; offering tools changes nothing, as with a real
         # model that ignores some of them. Unknown names in the script reach the gate as unknown_tool.
-        return self
+        # A reply cap is kept: the reply stops at it (`_respond`).
+        return self.bind(max_tokens=kwargs["max_tokens"]) if kwargs.get("max_tokens") is not None else self
 
     def _generate(self, messages: list[BaseMessage], stop=None, run_manager=None, **kwargs: Any) -> ChatResult:
-        return self._respond(messages, run_manager)
+        return self._respond(messages, run_manager, kwargs.get("max_tokens"))
 
     async def _agenerate(self, messages: list[BaseMessage], stop=None, run_manager=None, **kwargs: Any) -> ChatResult:
-        return self._respond(messages, run_manager)
+        return self._respond(messages, run_manager, kwargs.get("max_tokens"))
 
-    def _respond(self, messages: list[BaseMessage], run_manager: Any) -> ChatResult:
+    def _respond(self, messages: list[BaseMessage], run_manager: Any, max_tokens: int | None = None) -> ChatResult:
         metadata = getattr(run_manager, "metadata", None) or {}
         role, index = metadata.get(ROLE_KEY), metadata.get(INDEX_KEY)
         if role is None or index is None:
@@ -120,9 +124,12 @@ class ScriptedChatModel(BaseChatModel):
         self._last_request[role] = list(messages)
         content = step.content if isinstance(step.content, str) else json.dumps(step.content)
         usage = step.usage or ScriptedUsage(
-            input_tokens=sum(len(str(message.content)) for message in messages) // 4,
-            output_tokens=len(content) // 4 + 1,
+            input_tokens=sum(len(str(message.content)) for message in messages) // CHARS_PER_TOKEN,
+            output_tokens=len(content) // CHARS_PER_TOKEN + 1,
         )
+        if max_tokens is not None and usage.output_tokens > max_tokens:  # a provider stops at the cap
+            content = content[: max_tokens * CHARS_PER_TOKEN]
+            usage = ScriptedUsage(input_tokens=usage.input_tokens, output_tokens=max_tokens)
         message = AIMessage(
             content=content,
             tool_calls=[

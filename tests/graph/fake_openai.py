@@ -121,10 +121,11 @@ def _completion(body: dict[str, Any], role: str, fault: dict[str, Any], usage: b
     else:
         arguments = json.dumps({"path": "notes.md"})
         message["tool_calls"] = [{"id": "call_1", "type": "function", "function": {"name": "workspace__read_file", "arguments": arguments}}]
+    completion_tokens = min(100, body.get("max_completion_tokens") or 100)  # a provider stops at the request's cap
     completion = {
         "id": "chatcmpl-fake", "object": "chat.completion", "created": 0, "model": body["model"],
         "choices": [{"index": 0, "message": message, "finish_reason": "tool_calls" if "tool_calls" in message else "stop"}],
-        "usage": {"prompt_tokens": 1000, "completion_tokens": 100, "total_tokens": 1100},
+        "usage": {"prompt_tokens": 1000, "completion_tokens": completion_tokens, "total_tokens": 1000 + completion_tokens},
     }
     if not usage or fault.get("usage") is False:
         del completion["usage"]
