@@ -20,6 +20,7 @@ from boundloop.graph.core.errors import ConfigError
 from boundloop.graph.decisions import budget_overrides
 from boundloop.graph.models.catalog import model_for
 from boundloop.graph.task import RunSettings, Task
+from boundloop.tools import hosted
 from boundloop.tools.config import load_servers
 from boundloop.tools.policy import load_policy
 
@@ -96,12 +97,15 @@ def task_from(options: dict[str, Any]) -> Task:
 
 
 def check_usable(settings: RunSettings) -> None:
-    """Fail now, before any run exists, on a missing key, a bad script, policy or servers file."""
+    """Fail now, before any run exists, on a missing key, a bad script, policy, servers or hosted
+    tools file (a literal secret in the last included: what it declares is checkpointed)."""
     model_for(settings.model_dump(mode="json"))
     if settings.policy:
         load_policy(settings.policy)
     if settings.servers:
         load_servers(settings.servers)
+    if settings.hosted_tools:
+        hosted.load(settings.hosted_tools)
 
 
 def read_json(path: Path, what: str) -> Any:
