@@ -11,6 +11,7 @@ these through the `Services` the graph was built with; the server uses `default_
 from __future__ import annotations
 
 import asyncio
+import json
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
@@ -22,9 +23,10 @@ from psycopg_pool import AsyncConnectionPool
 from boundloop.checkpoints import approvals
 from boundloop.checkpoints.lease import LeaseHolder
 from boundloop.graph.core.stops import Stops
-from boundloop.tools import pinning
+from boundloop.tools import pinning, secrets
 from boundloop.tools.bridge import MCPBridge
 from boundloop.tools.config import load_servers
+from boundloop.tools.errors import ConfigError
 from boundloop.tools.registry import ToolRegistry
 from boundloop.tools.sandbox_hiding import hiding_denied
 from boundloop.tools.shared_sessions import SharedSessions
@@ -77,6 +79,8 @@ class Services:
         self._registries: dict[str, tuple[str, ToolRegistry]] = {}
         """Per run, the registry built from its pins, with their version."""
         self._write_locks: dict[str, asyncio.Lock] = {}
+        self._secrets_known: set[str] = set()
+        """The servers configs (a file's path, or inline JSON) whose secrets this process remembers."""
         self._drives: dict[str, tuple[asyncio.Lock, int]] = {}
         self._asked: dict[str, bool] = {}
         """Per run driven here: whether a server's question was recorded for it when its drive began."""
@@ -155,6 +159,23 @@ class Services:
                 await bridge.start()
                 self._bridges[run_id] = bridge
             return bridge
+
+    async def know_secrets(self, settings: dict[str, Any]) -> None:
+        """Remember the run's configured server secrets in this process (tools/secrets.py) without
+        starting its servers: a run resumed here may answer before any server starts, and its answer
+        must be masked before it is stored. A config that cannot be read is left to the bridge to report."""
+        source = settings.get("servers")
+        if not source:
+            return
+        key = source if isinstance(source, str) else json.dumps(source, sort_keys=True, default=str)
+        if key in self._secrets_known:
+            return
+        try:
+            configs = await asyncio.to_thread(load_servers, source)
+        except ConfigError:
+            return
+        self._secrets_known.add(key)
+        secrets.remember(value for config in configs.values() for value in config.secret_values())
 
     def write_lock(self, run_id: str) -> asyncio.Lock:
         """Side-effecting calls of one run go one at a time (approved calls may arrive together)."""

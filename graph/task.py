@@ -235,9 +235,8 @@ class RunSettings(BaseModel):
 
         if isinstance(declared, str) and not Path(declared).is_absolute():
             raise ValueError(f"hosted tools file {declared!r} is not an absolute path; the run may resume in another directory, so give the full path")
-        if isinstance(declared, dict) and (literal := hosted.literal_secrets(declared)):
-            raise ValueError(f"{literal[0]} is a literal value; settings are checkpointed, so write it as a reference to an "
-                             "environment variable (e.g. \"Bearer ${TOKEN}\") and export that variable")
+        if isinstance(declared, dict) and (literal := hosted.literal_secrets(declared)):  # a file is checked where it is read
+            raise ValueError(hosted.LITERAL.format(where=literal[0]))
         return declared
 
     @field_validator("tool_prices")

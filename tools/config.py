@@ -73,9 +73,11 @@ class ServerConfig(BaseModel):
     root: str | None = None
     """Absolute directory on this host that the server resolves relative paths against. Without it
     (and without `--root` for our servers), path rules fail closed on this server's path arguments."""
-    path_arguments: dict[str, list[str]] | None = None
-    """Tool-name glob → names of that tool's arguments holding paths, e.g. {"move_file": ["source",
-    "destination"], "*": ["path"]}. Without it, arguments named like paths are taken as paths."""
+    path_arguments: dict[str, list[str]] | list[str] | None = None
+    """Tool-name glob → that tool's arguments holding paths, e.g. {"move_file": ["source",
+    "destination"], "*": ["path"]}, or one list for every tool. Each is a top-level name or a JSON
+    pointer, `*` standing for any key or list position (`/options/path`, `/files/*/path`). Without
+    it, arguments named like paths (at any depth) are taken as paths."""
     shared: bool = False
     """Whether the runs of one process may share this server's session (tools/shared_sessions.py):
     only for a server that keeps no state between calls, or scopes it per call. Runs share it only
@@ -104,6 +106,8 @@ class ServerConfig(BaseModel):
         """The arguments `path_arguments` declares as paths for `tool` (every matching glob), or None."""
         if self.path_arguments is None:
             return None
+        if isinstance(self.path_arguments, list):
+            return tuple(dict.fromkeys(self.path_arguments))
         return tuple(dict.fromkeys(name for glob, names in self.path_arguments.items() if fnmatchcase(tool, glob) for name in names))
 
     @property
@@ -145,6 +149,11 @@ class ServerConfig(BaseModel):
                 raise ValueError(f"has {', '.join(map(repr, stray))} but is an HTTP server; these only apply with 'command'")
             if self.type not in (None, *_HTTP_TYPES):
                 raise ValueError(f"has type {self.type!r} but a 'url'; use type 'http' or replace url by command")
+        declared = self.path_arguments if isinstance(self.path_arguments, list) else [
+            name for names in (self.path_arguments or {}).values() for name in names]
+        for name in declared:
+            if not name or (not name.startswith("/") and "/" in name):
+                raise ValueError(f"has path argument {name!r}; give an argument's name (`path`) or a JSON pointer from the arguments (`/options/path`, `/files/*/path`)")
         if self.root is not None and not os.path.isabs(self.root):
             raise ValueError(f"has root {self.root!r}; give the absolute directory the server serves, as seen from this host")
         return self

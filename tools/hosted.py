@@ -64,6 +64,8 @@ ITEM_TYPES: dict[str, str] = {
 OURS = frozenset({"trusted", "tools", "read_only_tools"})
 SET_BY_POLICY = frozenset({"require_approval", "allowed_tools", "server_label"})
 SECRET_KEYS = ("headers", "authorization")
+LITERAL = ("{where} is a literal value; what a run declares is checkpointed, so write it as a reference to an "
+           "environment variable (e.g. \"Bearer ${{TOKEN}}\") and export that variable")
 _VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 
 NOT_OFFERED_ASK = (
@@ -108,6 +110,8 @@ def load(source: str | Mapping[str, Any] | None) -> dict[str, Hosted]:
     if not source:
         return {}
     document, label = read_json_object(source, "hosted tools config", ConfigError)
+    if literal := literal_secrets(document):
+        raise ConfigError(LITERAL.format(where=f"{label}: {literal[0]}"))
     entries = document.get("hostedTools")
     if not isinstance(entries, dict):
         raise ConfigError(f"{label}: 'hostedTools' must be an object of named hosted tools (got {type(entries).__name__}). "
@@ -126,7 +130,15 @@ def load(source: str | Mapping[str, Any] | None) -> dict[str, Hosted]:
 
 
 def literal_secrets(source: str | Mapping[str, Any] | None) -> list[str]:
-    """Where an inline `hostedTools` document holds a literal `headers`/`authorization` value."""
+    """Where a `hostedTools` document, inline or in the file `source` names, holds a literal
+    `headers`/`authorization` value (a file's places are prefixed with its path). A file that
+    cannot be read holds none here: `load` reports it."""
+    if isinstance(source, str):
+        try:
+            document, label = read_json_object(source, "hosted tools config", ConfigError)
+        except ConfigError:
+            return []
+        return [f"{label}: {where}" for where in literal_secrets(document)]
     if not isinstance(source, Mapping) or not isinstance(source.get("hostedTools"), Mapping):
         return []
     found = []

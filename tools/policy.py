@@ -31,6 +31,9 @@ and optionally what the call reaches, resolved by `boundloop.tools.resources` be
 - `collections`: globs over record collections; `commands`: globs over the program a call starts;
 - `arguments`: globs over raw argument values (a list matches when any element does; numbers and
   booleans match their JSON text). They see the text as written: use `paths` for paths.
+A deny rule's `paths` also see the call's *mentions*: any string of its arguments that resolves to
+an existing place under a server's known root, whatever its name (so an argument nobody declared
+as a path still cannot reach a denied file).
 Every field a rule names must match. A deny or ask rule matches when *any* resource the call
 reaches does (a directory reaches what lies below it, so listing or moving a parent of a denied
 tree is denied; an unresolved path reaches everything); an allow rule only when *every* resource
@@ -129,7 +132,8 @@ class Rule(BaseModel):
         if self.action == "allow":
             ok = bool(reached.paths) and all(any(found.within(path, p) for p in patterns) for path in reached.paths)
             return "" if ok else None
-        hit = next((path for path in reached.paths if any(found.reaches(path, p) for p in patterns)), None)
+        candidates = reached.paths + reached.mentioned if self.action == "deny" else reached.paths
+        hit = next((path for path in candidates if any(found.reaches(path, p) for p in patterns)), None)
         if hit is None:
             return None
         if hit.real is None and reached.root is None:

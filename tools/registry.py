@@ -73,7 +73,8 @@ class ToolSpec:
     root: str | None = None
     """The directory on this host the server resolves relative paths against; None when unknown."""
     declared_paths: tuple[str, ...] | None = None
-    """Arguments the servers file declares as paths for this tool; None when it declares none for the server."""
+    """Arguments the servers file declares as paths for this tool (names, or JSON pointers with `*`);
+    None when it declares none for the server."""
     output_schema: dict[str, Any] = field(default_factory=dict)
     """The JSON schema the server declares for the tool's structured result (empty when it declares none)."""
     claimed_hints: ToolHints = field(init=False)

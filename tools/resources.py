@@ -13,21 +13,31 @@ gateway runs it off the event loop; the policy then decides on the result withou
 Which arguments name a resource:
 - a trusted server marks them in its input schema, `{"x-boundloop-resource": KIND}` (ours do), with
   KIND one of `path`, `collection`, `command` (a program and its arguments) or `code`;
-- the servers file declares path arguments (`path_arguments`) of any server;
-- otherwise arguments named like paths (`path`, `paths`, `source`, `destination`, ...) are paths.
-A `command` or `code` argument runs a program in the server's root: the call reaches the whole root.
-A path the gateway cannot resolve (no known root, a NUL byte, a leading `~`) stays unresolved, and
-path rules treat it as reaching everything (fail closed).
+- the servers file declares path arguments (`path_arguments`) of any server, by name or by JSON
+  pointer with `*` for any key or list position (`/options/path`, `/files/*/path`);
+- otherwise arguments named like paths, at any depth of the arguments (`path`, `file_name`,
+  `pathname`, `old_path`, `files[].path`, `options.path`, ...) are paths;
+- whatever else is said, a schema property of `format` `uri` or `uri-reference` (and any argument
+  named like a URI) is a path when its value is a `file:` URI or has no scheme.
+A `file:` URI is read as the path it names. A `command` or `code` argument runs a program in the
+server's root: the call reaches the whole root. A path the gateway cannot resolve (no known root, a
+NUL byte, a leading `~`) stays unresolved, and path rules treat it as reaching everything (fail closed).
+
+Names and declarations can miss an argument, so on a server with a known root whose schema marks
+are not relied on, every string anywhere in the arguments that resolves to an existing path (or
+to a new entry of an existing directory) is kept as a *mention*; deny rules match mentions too.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import shlex
 import shutil
 from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
-from typing import Any, Iterable, Literal, Mapping
+from typing import Any, Iterable, Iterator, Literal, Mapping
+from urllib.parse import unquote, urlsplit
 
 from boundloop.tools.registry import ToolSpec
 
@@ -39,6 +49,21 @@ PATH_LIKE_NAMES = frozenset({
     "directory", "dir", "cwd", "root", "target", "from", "to", "src", "dst", "old_path", "new_path",
 })
 """Argument names taken as paths when neither the server's schema nor the servers file says which are."""
+PATH_WORDS = frozenset({
+    "path", "paths", "file", "files", "filename", "filenames", "filepath", "filepaths", "pathname",
+    "pathnames", "dir", "dirs", "dirname", "directory", "directories", "folder", "folders",
+})
+"""A name whose last word (or whole name, `_`, `-` and case ignored) is one of these is a path too:
+`file_name`, `pathname`, `input_file`, `dirPath`."""
+URI_WORDS = frozenset({"uri", "uris", "fileuri", "fileuris"})
+"""Names of arguments holding URIs: a `file:` URI (or one without a scheme) in them is a path."""
+URI_FORMATS = frozenset({"uri", "uri-reference", "iri", "iri-reference"})
+"""JSON-schema `format`s whose values are read as URIs."""
+MAX_MENTION = 4096
+"""Longer strings are not taken as mentions (no path on this host is that long)."""
+_SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*:")
+_WORD = re.compile(r"[A-Z]?[a-z0-9]+|[A-Z]+(?![a-z])")
+PathKind = Literal["path", "uri"]
 _GLOB_CHARS = frozenset("*?[")
 
 
@@ -83,21 +108,85 @@ class Resources:
     commands: tuple[CommandResource, ...] = ()
     patterns: Mapping[str, PathPattern] = field(default_factory=dict)
     """The policy's path globs for this tool, resolved against this server's root (missing: unknown root)."""
+    mentioned: tuple[PathResource, ...] = ()
+    """Other strings of the arguments that resolve to an existing place under the root (deny rules see them)."""
 
 
 def argument_kinds(spec: ToolSpec, arguments: Iterable[str] = ()) -> dict[str, Kind]:
-    """Argument name → the kind of resource it names, for this tool (see the module docstring).
-    `arguments` are the names a call passes: the path-like fallback also sees ones the schema omits."""
+    """Top-level argument name → the kind of resource it names, from a trusted server's schema marks
+    and the names the servers file declares. Paths found by name, by pointer or by `format` at any
+    depth are `path_values`'; `arguments` is kept for callers that pass the call's names."""
     properties = (spec.input_schema or {}).get("properties") or {}
     kinds: dict[str, Kind] = {}
     if spec.trusted:
         kinds.update({name: schema[MARK] for name, schema in properties.items()
                       if isinstance(schema, dict) and schema.get(MARK) in KINDS})
     for name in spec.declared_paths or ():
-        kinds.setdefault(name, "path")
-    if spec.declared_paths is None and not kinds:
-        kinds.update({name: "path" for name in [*properties, *arguments] if name.lower() in PATH_LIKE_NAMES})
+        if not name.startswith("/"):
+            kinds.setdefault(name, "path")
     return kinds
+
+
+def relies_on_marks(spec: ToolSpec) -> bool:
+    """Whether the server's own schema marks say which arguments are resources (a trusted server that marks any)."""
+    properties = (spec.input_schema or {}).get("properties") or {}
+    return spec.trusted and any(isinstance(schema, dict) and schema.get(MARK) in KINDS for schema in properties.values())
+
+
+def name_kind(name: str) -> PathKind | None:
+    """`path` when an argument named `name` holds paths, `uri` when it holds URIs, else None."""
+    if name.lower() in PATH_LIKE_NAMES:
+        return "path"
+    words = [word.lower() for word in _WORD.findall(name)]
+    if not words:
+        return None
+    joined, last, last_two = "".join(words), words[-1], "".join(words[-2:])
+    if joined in URI_WORDS or last in URI_WORDS or last_two in URI_WORDS:
+        return "uri"
+    if joined in PATH_WORDS or last in PATH_WORDS or last_two in PATH_WORDS:
+        return "path"
+    return None
+
+
+def path_values(spec: ToolSpec, arguments: Mapping[str, Any]) -> list[tuple[str, PathKind]]:
+    """Every string of the call's arguments that names a path, with how it is read (see the module docstring)."""
+    found: list[tuple[str, PathKind]] = []
+    for name, kind in argument_kinds(spec).items():
+        if kind == "path":
+            found.extend((text, "path") for text in _strings(arguments.get(name)))
+    for pointer in spec.declared_paths or ():
+        if pointer.startswith("/"):
+            found.extend((text, "path") for value in _at(arguments, _split(pointer)) for text in _strings(value))
+    if spec.declared_paths is None and not relies_on_marks(spec):
+        found.extend((text, kind) for kind, value in _named(arguments) for text in _strings(value))
+    for pointer in uri_pointers(spec.input_schema or {}):
+        found.extend((text, "uri") for value in _at(arguments, pointer) for text in _strings(value))
+    return list(dict.fromkeys(found))
+
+
+def uri_pointers(schema: Mapping[str, Any]) -> list[tuple[str, ...]]:
+    """Pointers (as segments, `*` for any key or position) to the schema's properties of a URI `format`."""
+    definitions = {**(schema.get("$defs") or {}), **(schema.get("definitions") or {})}
+    pointers: list[tuple[str, ...]] = []
+
+    def walk(node: Any, at: tuple[str, ...], depth: int) -> None:
+        if not isinstance(node, Mapping) or depth > 16:
+            return
+        ref = node.get("$ref")
+        if isinstance(ref, str) and ref.rsplit("/", 1)[-1] in definitions:
+            walk(definitions[ref.rsplit("/", 1)[-1]], at, depth + 1)
+        if node.get("format") in URI_FORMATS and at:
+            pointers.append(at)
+        for key, sub in (node.get("properties") or {}).items():
+            walk(sub, (*at, key), depth + 1)
+        for sub in [node.get("items"), node.get("additionalProperties")]:
+            walk(sub, (*at, "*"), depth + 1)
+        for combined in ("anyOf", "oneOf", "allOf"):
+            for sub in node.get(combined) or ():
+                walk(sub, at, depth + 1)
+
+    walk(schema, (), 0)
+    return list(dict.fromkeys(pointers))
 
 
 def unresolved(spec: ToolSpec, arguments: Mapping[str, Any]) -> Resources:
@@ -168,16 +257,12 @@ def _collect(spec: ToolSpec, arguments: Mapping[str, Any], *, root: str | None, 
     collections: list[str] = []
     commands: list[CommandResource] = []
     runs_code = False
-    for name, kind in argument_kinds(spec, arguments).items():
+    for name, kind in argument_kinds(spec).items():
         value = arguments.get(name)
-        values = value if isinstance(value, list) else [value]
-        texts = [item for item in values if isinstance(item, str)]
-        if value is None:
+        if value is None or kind == "path":
             continue
-        if kind == "path":
-            paths.extend(resource for text in texts for resource in _path(text, root if resolve else None))
-        elif kind == "collection":
-            collections.extend(texts)
+        if kind == "collection":
+            collections.extend(_strings(value))
         elif kind == "command":
             runs_code = True
             program = _program_of(value)
@@ -185,9 +270,13 @@ def _collect(spec: ToolSpec, arguments: Mapping[str, Any], *, root: str | None, 
                 commands.append(CommandResource(program, _program(program) if resolve else None))
         else:
             runs_code = True
+    for text, how in path_values(spec, arguments):
+        paths.extend(resource for raw in _as_paths(text, how) for resource in _path(raw, root if resolve else None))
     if runs_code:
         paths.append(PathResource(".", root, is_dir=root is not None))
-    return Resources(root=root, paths=tuple(paths), collections=tuple(collections), commands=tuple(commands), patterns=patterns)
+    mentioned = _mentions(arguments, root) if resolve and root is not None and not relies_on_marks(spec) else ()
+    return Resources(root=root, paths=tuple(dict.fromkeys(paths)), collections=tuple(collections),
+                     commands=tuple(commands), patterns=patterns, mentioned=mentioned)
 
 
 def _path(raw: str, root: str | None) -> list[PathResource]:
@@ -197,6 +286,85 @@ def _path(raw: str, root: str | None) -> list[PathResource]:
     joined = os.path.join(root, raw)
     targets = dict.fromkeys([os.path.realpath(joined), os.path.normpath(joined)])
     return [PathResource(raw, target, is_dir=os.path.isdir(target)) for target in targets]
+
+
+def _as_paths(text: str, how: PathKind) -> list[str]:
+    """The paths a path or URI argument's text may name: a `file:` URI's path (a path argument's
+    text is also kept as written, for a server that does not read URIs); another scheme names no
+    file in a URI argument. A `file:` URI on another host cannot be resolved here (NUL: fail closed)."""
+    if not _SCHEME.match(text) or len(text) < 3:
+        return list(dict.fromkeys([text, unquote(text)])) if how == "uri" else [text]
+    if not text.lower().startswith("file:"):
+        return [] if how == "uri" else [text]
+    parts = urlsplit(text)
+    local = unquote(parts.path) if parts.netloc in ("", "localhost") else "\0"
+    return [local] if how == "uri" else [text, local]
+
+
+def _mentions(arguments: Mapping[str, Any], root: str) -> tuple[PathResource, ...]:
+    """Every string of the arguments (keys included) that resolves to an existing place under
+    `root`, or to a new entry of an existing directory (what a write would create)."""
+    mentioned: list[PathResource] = []
+    for text in dict.fromkeys(_every_string(arguments)):
+        if not text.strip() or len(text) > MAX_MENTION or "\0" in text or "\n" in text:
+            continue
+        for raw in _as_paths(os.path.expanduser(text), "path"):
+            for resource in _path(raw, root):
+                real = resource.real
+                if real is not None and (os.path.lexists(real) or os.path.isdir(os.path.dirname(real))):
+                    mentioned.append(resource)
+    return tuple(dict.fromkeys(mentioned))
+
+
+def _strings(value: Any) -> list[str]:
+    """A string, or the strings of a list."""
+    if isinstance(value, str):
+        return [value]
+    return [item for item in value if isinstance(item, str)] if isinstance(value, list) else []
+
+
+def _named(value: Any, depth: int = 0) -> Iterator[tuple[PathKind, Any]]:
+    """(how it is read, value) of every key at any depth whose name says it holds paths or URIs."""
+    if depth > 32:
+        return
+    items = value.items() if isinstance(value, Mapping) else enumerate(value) if isinstance(value, list) else ()
+    for key, item in items:
+        kind = name_kind(key) if isinstance(key, str) else None
+        if kind is not None:
+            yield kind, item
+        yield from _named(item, depth + 1)
+
+
+def _every_string(value: Any, depth: int = 0) -> Iterator[str]:
+    if isinstance(value, str):
+        yield value
+    elif depth <= 32 and isinstance(value, Mapping):
+        for key, item in value.items():
+            if isinstance(key, str):
+                yield key
+            yield from _every_string(item, depth + 1)
+    elif depth <= 32 and isinstance(value, list):
+        for item in value:
+            yield from _every_string(item, depth + 1)
+
+
+def _split(pointer: str) -> tuple[str, ...]:
+    """A JSON pointer's segments, `~1` and `~0` unescaped."""
+    return tuple(part.replace("~1", "/").replace("~0", "~") for part in pointer.split("/")[1:])
+
+
+def _at(value: Any, pointer: tuple[str, ...]) -> list[Any]:
+    """The values at `pointer` in `value`; `*` stands for any key or list position."""
+    if not pointer:
+        return [value]
+    head, rest = pointer[0], pointer[1:]
+    if isinstance(value, Mapping):
+        children = list(value.values()) if head == "*" else [value[head]] if head in value else []
+    elif isinstance(value, list):
+        children = value if head == "*" else [value[int(head)]] if head.isdigit() and int(head) < len(value) else []
+    else:
+        children = []
+    return [found for child in children for found in _at(child, rest)]
 
 
 def _program_of(value: Any) -> str | None:

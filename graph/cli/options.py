@@ -21,6 +21,7 @@ from boundloop.graph.decisions import budget_overrides
 from boundloop.graph.models import roles
 from boundloop.graph.models.catalog import model_for
 from boundloop.graph.task import RunSettings, Task
+from boundloop.tools import hosted
 from boundloop.tools.config import load_servers
 from boundloop.tools.policy import load_policy
 
@@ -111,13 +112,16 @@ def task_from(options: dict[str, Any]) -> Task:
 
 
 def check_usable(settings: RunSettings) -> None:
-    """Fail now, before any run exists, on a missing key, a bad script, policy or servers file."""
+    """Fail now, before any run exists, on a missing key, a bad script, policy, servers or hosted
+    tools file (a literal secret in the last included: what it declares is checkpointed)."""
     for each in roles.every_model(settings.model_dump(mode="json")):
         model_for(each)
     if settings.policy:
         load_policy(settings.policy)
     if settings.servers:
         load_servers(settings.servers)
+    if settings.hosted_tools:
+        hosted.load(settings.hosted_tools)
 
 
 def read_json(path: Path, what: str) -> Any:

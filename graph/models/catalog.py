@@ -46,7 +46,7 @@ from boundloop.graph.services import Services, current_run_id
 from boundloop.graph.state import LoopUpdate
 from boundloop.graph.core.status import Terminal, ending
 from boundloop.graph.task import RunSettings
-from boundloop.tools import breakers
+from boundloop.tools import breakers, secrets
 
 CHARS_PER_TOKEN = size.CHARS_PER_TOKEN
 
@@ -260,7 +260,18 @@ async def _call(
     update = _attempts_update(attempts, state)
     update["usage"] = add_usage(add_usage(update.get("usage"), _reply_usage(settings, role, messages, tools, reply)), size.usage_delta(tokens))
     update["context"] = measured
-    return reply, update
+    await services.know_secrets(settings)
+    return _masked(reply), update
+
+
+def _masked(reply: AIMessage) -> AIMessage:
+    """The reply with every known secret in its text masked (tools/secrets.py), before it enters the
+    run's state: what the model says, the final answer included, is checkpointed, registered and shown.
+    Tool-call arguments stay as sent: the gate decides on them."""
+    content, extra = secrets.mask(reply.content), secrets.mask(reply.additional_kwargs)
+    if content == reply.content and extra == reply.additional_kwargs:
+        return reply
+    return reply.model_copy(update={"content": content, "additional_kwargs": extra})
 
 
 async def ask_for(

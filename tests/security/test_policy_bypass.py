@@ -189,18 +189,21 @@ async def test_a_server_without_a_known_root_fails_closed_for_path_rules(tmp_pat
 
 async def test_path_arguments_of_another_server_are_what_the_servers_file_declares(tmp_path: Path) -> None:
     """An untrusted server's schema marks count for nothing. Undeclared, arguments named like paths
-    are paths (so moving the symlink to secrets/ is denied); declared, exactly the declared ones are."""
+    are paths (so moving a file into a new directory under secrets/ is denied); declared, exactly the
+    declared ones are. Whatever is declared, an argument naming an existing place under the root
+    (the symlink to secrets/) is a mention that deny rules see."""
     root = make_root(tmp_path)
     base = {"command": sys.executable, "args": ["-m", "boundloop.mcp_servers.workspace", "--root", str(root)]}
     declared = {**base, "root": str(root), "path_arguments": {"read_*": ["path"]}}
     verdicts = []
     for entry in (base, declared):
         async with MCPBridge(load_servers({"mcpServers": {"files": entry}}), log_dir=tmp_path) as live:
-            moved = await admit(live, "files__move_file", {"source": "link", "destination": "open"})
+            moved = await admit(live, "files__move_file", {"source": "notes.md", "destination": "secrets/new/notes.md"})
+            linked = await admit(live, "files__move_file", {"source": "link", "destination": "open"})
             read = await admit(live, "files__read_file", {"path": "./secrets/key.txt"})
             notes = await admit(live, "files__read_file", {"path": "notes.md"})
-        verdicts.append((moved.verdict, read.verdict, notes.verdict, notes.call["side_effect"]))
-    assert verdicts == [("denied", "denied", "ask", True), ("ask", "denied", "ask", True)]
+        verdicts.append((moved.verdict, linked.verdict, read.verdict, notes.verdict, notes.call["side_effect"]))
+    assert verdicts == [("denied", "denied", "denied", "ask", True), ("ask", "denied", "denied", "ask", True)]
 
 
 # One full run per class through the graph.

@@ -172,3 +172,39 @@ def test_the_environment_is_scanned_once_while_it_is_unchanged_and_again_as_soon
     assert module.redact(second) == second and second not in module.environment_secrets()
     assert len(scans) == 3
     assert module.environment_secrets({"X_API_KEY": "given-value-1", "PATH": "/bin"}) == ["given-value-1"]  # a given mapping: scanned as given
+
+
+def _hosted_file_with_a_literal(tmp_path: Path, token: str) -> Path:
+    hosted = tmp_path / "hosted.json"
+    hosted.write_text(json.dumps({"hostedTools": {"docs": {"type": "mcp", "server_url": "https://mcp.example.test/mcp",
+                                                            "headers": {"Authorization": f"Bearer {token}"}}}}))
+    return hosted
+
+
+def test_the_cli_refuses_a_hosted_tools_file_with_a_literal_secret_in_one_line(db_url, tmp_path):
+    """A hosted-tools file is read when the run is set up and its connectors are kept in the run's
+    boundary: a literal header there would be checkpointed, so it is refused as inline ones are."""
+    token = secret("hostedsecret")
+    _hosted_file_with_a_literal(tmp_path, token)
+    (tmp_path / "config.json").write_text(json.dumps({"model_apis": {"scripted": "responses"}, "hosted_tools": "hosted.json"}))
+    (tmp_path / "script.json").write_text(json.dumps({"roles": {}}))
+    result = subprocess.run([BOUNDLOOP, "run", "x", "--model", "scripted", "--script", "script.json", "--config", "config.json",
+                             "--database-url", db_url], capture_output=True, text=True, timeout=60, cwd=tmp_path)
+    assert result.returncode == 2, result.stderr
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and "Traceback" not in result.stderr, result.stderr
+    assert f"{tmp_path / 'hosted.json'}: hostedTools.docs.headers.Authorization is a literal value" in lines[0]
+    assert "reference to an environment variable" in lines[0] and token not in result.stderr  # refused before any run exists
+
+
+async def test_a_run_given_a_hosted_tools_file_with_a_literal_secret_ends_refused_and_stores_none(db_url, tmp_path):
+    token = secret("hostedsecret")
+    hosted = _hosted_file_with_a_literal(tmp_path, token)
+    script = tmp_path / "script.json"
+    script.write_text(json.dumps({"roles": {}}))
+    async with Runner(db_url) as runner:
+        report = await runner.start(Task(goal="anything"), RunSettings(model="scripted", script=str(script), hosted_tools=str(hosted),
+                                                                       workspace_root=str(tmp_path)), thread_id="hosted-literal")
+    assert report.status == Terminal.VALIDATION_FAIL
+    assert "hostedTools.docs.headers.Authorization is a literal value" in report.values["ending"]["reason"]
+    assert leaks(db_url, [token]) == []

@@ -82,17 +82,17 @@ def spawn_http_probe(tmp_path: Path) -> Iterator[Callable[[], tuple[str, subproc
 
 
 @pytest.fixture
-def serve_http(tmp_path: Path) -> Iterator[Callable[[str], str]]:
-    """`serve_http(script)`: run a test server script as `script PORT` on a free loopback port until
-    it answers; returns its /mcp URL. Each is killed after the test."""
+def serve_http(tmp_path: Path) -> Iterator[Callable[..., str]]:
+    """`serve_http(script, *args)`: run a test server script as `script PORT *args` on a free
+    loopback port until it answers; returns its /mcp URL. Each is killed after the test."""
     started: list[subprocess.Popen[bytes]] = []
 
-    def start(script: str) -> str:
+    def start(script: str, *args: str) -> str:
         with socket.socket() as probe:
             probe.bind(("127.0.0.1", 0))
             port = probe.getsockname()[1]
         log = (tmp_path / f"{Path(script).stem}-{port}.log").open("w")
-        started.append(subprocess.Popen([PYTHON, script, str(port)], stdout=log, stderr=log))
+        started.append(subprocess.Popen([PYTHON, script, str(port), *args], stdout=log, stderr=log))
         url = f"http://127.0.0.1:{port}/mcp"
         for _ in range(300):
             try:

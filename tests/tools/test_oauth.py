@@ -28,6 +28,13 @@ BOUNDLOOP = str(Path(sys.executable).parent / "boundloop")
 
 def _login(servers_file: Path, db_url: str) -> None:
     """`boundloop auth remote`, with a "browser" that opens the printed URL (the server approves at once)."""
+    code, err = _try_login(servers_file, db_url)
+    assert code == 0, err
+    assert "authorized" in err
+
+
+def _try_login(servers_file: Path, db_url: str) -> tuple[int, str]:
+    """`boundloop auth remote` through the "browser"; its exit code and what it wrote after the URL."""
     process = subprocess.Popen([BOUNDLOOP, "auth", "remote", "--servers", str(servers_file), "--database-url", db_url],
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     assert process.stderr is not None
@@ -36,8 +43,48 @@ def _login(servers_file: Path, db_url: str) -> None:
             httpx2.get(line.strip(), follow_redirects=True, timeout=30)
             break
     out, err = process.communicate(timeout=60)
-    assert process.returncode == 0, err
-    assert "authorized" in err
+    return process.returncode, err
+
+
+def _stored_logins(db_url: str) -> int:
+    with psycopg.connect(db_url) as conn:
+        row = conn.execute("SELECT count(*) FROM pg_tables WHERE tablename = 'boundloop_mcp_oauth'").fetchone()
+        if not row or not row[0]:
+            return 0
+        counted = conn.execute("SELECT count(*) FROM boundloop_mcp_oauth WHERE server = 'remote' AND tokens IS NOT NULL").fetchone()
+        return int(counted[0]) if counted else 0
+
+
+async def test_a_login_passes_the_issuer_the_authorization_server_sends(serve_http: Callable[..., str], db_url: str, log_dir: Path,
+                                                                        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A server that advertises `authorization_response_iss_parameter_supported` and sends its own
+    issuer in the redirect (RFC 9207): the login succeeds, and a run uses its tokens."""
+    monkeypatch.setenv(oauth.KEY_ENV, Fernet.generate_key().decode())
+    servers_file = tmp_path / "servers.json"
+    servers_file.write_text(json.dumps({"mcpServers": {"remote": {"url": serve_http(OAUTH_SERVER, "--iss"), "oauth": True}}}))
+    _login(servers_file, db_url)
+    pool = await open_pool(db_url)
+    try:
+        async with MCPBridge(load_servers(servers_file), log_dir=log_dir, auth=oauth.logins(pool)) as bridge:
+            assert (await bridge.call("remote", "refreshes", {}, timeout_s=10)).text == "0"
+    finally:
+        await pool.close()
+
+
+async def test_a_login_answered_with_another_issuer_is_refused_in_one_line(serve_http: Callable[..., str], db_url: str,
+                                                                          tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A redirect naming another authorization server's issuer (a mix-up attack) is refused before
+    the code is exchanged: one line, a non-zero exit, no tokens stored."""
+    monkeypatch.setenv(oauth.KEY_ENV, Fernet.generate_key().decode())
+    servers_file = tmp_path / "servers.json"
+    servers_file.write_text(json.dumps({"mcpServers": {"remote": {"url": serve_http(OAUTH_SERVER, "--wrong-iss"), "oauth": True}}}))
+    code, err = _try_login(servers_file, db_url)
+    assert code == 2, err
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert len(lines) == 1 and "Traceback" not in err, err
+    assert lines[0].startswith("error: OAuth login to 'remote' refused: Authorization response iss mismatch: https://attacker.example/ != http://127.0.0.1:")
+    assert "nothing was stored" in lines[0]
+    assert _stored_logins(db_url) == 0
 
 
 async def test_login_then_runs_use_and_refresh_the_encrypted_tokens(serve_http: Callable[[str], str], db_url: str, log_dir: Path,

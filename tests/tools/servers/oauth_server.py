@@ -2,7 +2,10 @@
 server-side auth helpers): dynamic client registration, an /authorize that approves at once
 (redirects straight back with a code), PKCE code exchange, refresh with rotation, and access
 tokens that live `TOKEN_LIFETIME_S`. Tool `refreshes` says how many refreshes it granted.
-Usage: oauth_server.py PORT."""
+With `--iss`, its metadata advertises `authorization_response_iss_parameter_supported` and the
+redirect carries its issuer as `iss` (RFC 9207); with `--wrong-iss`, it advertises the same but
+sends another server's issuer (a mix-up).
+Usage: oauth_server.py PORT [--iss | --wrong-iss]."""
 
 from __future__ import annotations
 
@@ -11,6 +14,7 @@ import sys
 import time
 
 from mcp.server import MCPServer
+from mcp.server.auth import routes
 from mcp.server.auth.provider import AccessToken, AuthorizationCode, AuthorizationParams, RefreshToken, construct_redirect_uri
 from mcp.server.auth.settings import AuthSettings, ClientRegistrationOptions
 from mcp.shared.auth import OAuthClientInformationFull, OAuthToken
@@ -18,6 +22,17 @@ from mcp.shared.auth import OAuthClientInformationFull, OAuthToken
 PORT = int(sys.argv[1])
 BASE = f"http://127.0.0.1:{PORT}"
 TOKEN_LIFETIME_S = 600
+ISS_MODE = sys.argv[2] if len(sys.argv) > 2 else None
+ISSUER = BASE
+"""The issuer as the metadata spells it."""
+
+if ISS_MODE is not None:
+    built = routes.build_metadata
+
+    def build_metadata_advertising_iss(*args, **kwargs):  # type: ignore[no-untyped-def]
+        return built(*args, **kwargs).model_copy(update={"authorization_response_iss_parameter_supported": True})
+
+    routes.build_metadata = build_metadata_advertising_iss
 
 
 class ApprovesAtOnce:
@@ -40,7 +55,8 @@ class ApprovesAtOnce:
             code=code, scopes=params.scopes or [], expires_at=time.time() + 300, client_id=str(client.client_id),
             code_challenge=params.code_challenge, redirect_uri=params.redirect_uri,
             redirect_uri_provided_explicitly=params.redirect_uri_provided_explicitly, resource=params.resource)
-        return construct_redirect_uri(str(params.redirect_uri), code=code, state=params.state)
+        iss = {"--iss": ISSUER, "--wrong-iss": "https://attacker.example/"}.get(ISS_MODE or "")
+        return construct_redirect_uri(str(params.redirect_uri), code=code, state=params.state, iss=iss)
 
     async def load_authorization_code(self, client: OAuthClientInformationFull, authorization_code: str) -> AuthorizationCode | None:
         return self.codes.get(authorization_code)
