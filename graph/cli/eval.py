@@ -1,7 +1,9 @@
 """cli_eval: `boundloop eval SUITE`, the evaluation metrics (graph/evals/metrics.py) over a suite of scenarios.
 
-Exit codes: 0 every threshold of the suite met, 5 a threshold missed (a CI regression gate; the
-result-quality code of graph/core/status.py), 2 the suite file or the database cannot be used. Registered on the main `boundloop` app by importing
+Exit codes: 0 every run as its scenario expects and every threshold met; 5 any miss — a threshold,
+an expected ending, a golden-path deviation, a replay that differed or is not valid — each printed
+on its own line (a CI regression gate; the result-quality code of graph/core/status.py); 2 the
+suite file or the database cannot be used. Registered on the main `boundloop` app by importing
 this module (graph/cli/app.py does).
 """
 
@@ -19,7 +21,7 @@ from boundloop.graph.cli.app import DbFlag, JsonFlag, app
 from boundloop.graph.cli.running import err, guarded, out, with_runner
 from boundloop.graph.core.status import Exit
 from boundloop.graph.evals.harness import RunOutcome, run_suite
-from boundloop.graph.evals.metrics import Metric, as_json, compute, misses, overruns
+from boundloop.graph.evals.metrics import Metric, as_json, compute, misses, overruns, run_misses
 from boundloop.graph.evals.suite import Bound, Suite, load_suite, quick_selection
 from boundloop.graph.run.runner import Runner
 
@@ -36,7 +38,7 @@ def eval_suite(
     markdown: Annotated[bool, typer.Option("--markdown", help="Print the metrics as a Markdown table (the README's).")] = False,
     database_url: DbFlag = None,
 ) -> None:
-    """Run a suite of scenarios and print the evaluation metrics; exit 5 when a suite threshold is missed."""
+    """Run a suite of scenarios and print the evaluation metrics; exit 5 on any miss (a threshold, an ending, a golden path, a replay)."""
     missed: list[str] = []
 
     def action() -> None:
@@ -46,7 +48,7 @@ def eval_suite(
             started = time.monotonic()
             outcomes = await run_suite(runner, suite)
             metrics = compute(outcomes)
-            missed.extend(misses(metrics, suite.thresholds))
+            missed.extend(run_misses(outcomes) + misses(metrics, suite.thresholds))
             seconds = time.monotonic() - started
             if as_json_flag:
                 out.print_json(json.dumps(_document(suite, outcomes, metrics, missed, seconds)))
@@ -54,6 +56,8 @@ def eval_suite(
                 print(markdown_table(suite, outcomes, metrics))
             else:
                 _render(suite, outcomes, metrics, missed, seconds)
+            for line in missed:  # in every output form, on stderr: stdout stays the table, JSON or Markdown
+                err.print(f"[bold red]missed:[/bold red] {line}", highlight=False, soft_wrap=True)
 
         with_runner(database_url, body)
 
@@ -91,10 +95,8 @@ def _render(suite: Suite, outcomes: list[RunOutcome], metrics: dict[str, Metric]
         runs.add_row(run.scenario, run.mode, run.expected, run.terminal, steps, verdict)
     out.print(runs)
     out.print(metrics_table(metrics, suite.thresholds))
-    for line in missed:
-        err.print(f"[bold red]threshold missed:[/bold red] {line}", highlight=False)
     if not missed:
-        out.print(f"[green]every threshold met ({len(suite.thresholds)})[/green]")
+        out.print(f"[green]every run as expected ({len(outcomes)}), every threshold met ({len(suite.thresholds)})[/green]")
 
 
 def metrics_table(metrics: dict[str, Metric], thresholds: dict[str, Bound]) -> Table:

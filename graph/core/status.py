@@ -8,7 +8,7 @@ code a command that drove a run ends with, one per family of endings.
 | 2 | bad input | refused before anything ran, one line says what to fix |
 | 3 | waiting for a human | CONFIRM_REQUIRED, MISSING_INFO, REVIEW_REQUIRED, any pending request, a run stopped mid-step (resume it) |
 | 4 | budget or time | BUDGET_EXHAUSTED, TIMEOUT |
-| 5 | result not good enough | PARTIAL_SUCCESS, IMPOSSIBLE, AMBIGUOUS_INTENT, VALIDATION_FAIL, LOW_CONFIDENCE, SOURCE_CONFLICT, REPEATED_FAILURE; a missed `eval` threshold |
+| 5 | result not good enough | PARTIAL_SUCCESS, IMPOSSIBLE, AMBIGUOUS_INTENT, VALIDATION_FAIL, LOW_CONFIDENCE, SOURCE_CONFLICT, REPEATED_FAILURE; any `eval` miss (a threshold, an ending, a golden path, a replay) |
 | 6 | permission or safety | PERMISSION_DENIED, UNSAFE_DETECTION |
 | 7 | dependency unavailable | UNAVAILABLE_DEP |
 | 8 | cancelled | USER_CANCEL |

@@ -60,6 +60,8 @@ class RunOutcome:
     replay_valid: bool | None = None
     """Whether `boundloop.graph.trace.replay` found the trajectory valid against the compiled graph (None: no run)."""
     replay_problems: list[str] = field(default_factory=list)
+    replay_difference: str | None = None
+    """Replay scenarios whose second run differed: the first thing that differed."""
     trace_missing: list[str] | None = None
     memory: list[MemoryVerdict] = field(default_factory=list)
     """The write gate's verdict on each memory candidate, checked again (graph/evals/memory_audit.py)."""
@@ -73,16 +75,30 @@ class RunOutcome:
 
     @property
     def problems(self) -> list[str]:
-        """Why this run does not meet what its scenario expects; empty when it does. (Replay
-        validity and trace completeness are metrics, gated by the suite's thresholds.)"""
+        """Why this run misses what its scenario expects, one line each; empty when it meets it:
+        an error, another ending, a `golden` scenario off its path, a replay scenario whose second
+        run differed, a trajectory the compiled graph does not allow. (Trace completeness and the
+        rates are metrics, gated by the suite's thresholds.)"""
         found = [self.error] if self.error else []
         if self.terminal != self.expected:
             found.append(f"ended {self.terminal}, expected {self.expected}")
         if self.mode == "golden" and self.golden is not None and self.path != self.golden:
-            found.append(f"path {' → '.join(self.path)} differs from the golden path")
+            found.append(f"path deviates from the golden path {_deviation(self.path, self.golden)}")
         if self.deterministic is False:
-            found.append("a second run took another path, other calls or another ending")
+            found.append(f"a second run differed: {self.replay_difference or 'another path, other calls or another ending'}")
+        if self.replay_valid is False:
+            found.append("trajectory not valid on replay against the graph: " + "; ".join(self.replay_problems[:1] or ["no reason given"]))
         return found
+
+
+def _deviation(path: list[str], golden: list[str]) -> str:
+    """Where a path leaves its golden path: `at step 4: took verify, golden act`."""
+    for index, (taken, expected) in enumerate(zip(path, golden)):
+        if taken != expected:
+            return f"at step {index + 1}: took {taken}, golden {expected}"
+    if len(path) > len(golden):
+        return f"after step {len(golden)}: took {path[len(golden)]}, golden ends"
+    return f"after step {len(path)}: the run ended, golden {golden[len(path)]}"
 
 
 async def run_suite(runner: Runner, suite: Suite) -> list[RunOutcome]:
@@ -108,7 +124,8 @@ async def run_scenario(runner: Runner, suite: Suite, scenario: Scenario) -> RunO
             again = RunOutcome(scenario.name, scenario.mode, outcome.expected, "ERROR")
             second = await _drive(runner, suite, scenario, again)
             await _record(runner, second, again)
-            outcome.deterministic = _signature(outcome) == _signature(again)
+            outcome.replay_difference = _difference(outcome, again)
+            outcome.deterministic = outcome.replay_difference is None
     except (BoundloopError, ToolsError) as error:
         outcome.error = f"{type(error).__name__}: {error}"
     outcome.seconds = round(time.monotonic() - started, 3)
@@ -179,3 +196,20 @@ async def _record(runner: Runner, report: RunReport, outcome: RunOutcome) -> Non
 def _signature(outcome: RunOutcome) -> tuple[Any, ...]:
     calls = tuple((obs.get("tool"), obs.get("args_hash"), obs.get("status")) for obs in outcome.observations)
     return outcome.terminal, tuple(outcome.path), calls
+
+
+def _difference(first: RunOutcome, second: RunOutcome) -> str | None:
+    """The first of ending, path and calls (tool, arguments, outcome) where two runs differ; None: the same."""
+    one, two = _signature(first), _signature(second)
+    if one[0] != two[0]:
+        return f"ended {two[0]}, the first run {one[0]}"
+    if one[1] != two[1]:
+        return f"path {_deviation(list(two[1]), list(one[1])).replace('golden', 'first run')}"
+    for index, (call, other) in enumerate(zip(one[2], two[2])):
+        if call[:2] != other[:2]:
+            return f"call {index + 1}: {other[0]} with other arguments than the first run's {call[0]}"
+        if call != other:
+            return f"call {index + 1}: {other[0]} ended {other[2]}, in the first run {call[2]}"
+    if len(one[2]) != len(two[2]):
+        return f"{len(two[2])} calls, the first run {len(one[2])}"
+    return None

@@ -85,6 +85,21 @@ def misses(metrics: dict[str, Metric], thresholds: dict[str, Bound]) -> list[str
     return lines
 
 
+def run_misses(outcomes: list[RunOutcome]) -> list[str]:
+    """One line per way a run misses its scenario (ending, golden path, replay), naming the scenario
+    (and the run, for a scenario run more than once)."""
+    runs_of: dict[str, int] = {}
+    for run in outcomes:
+        runs_of[run.scenario] = runs_of.get(run.scenario, 0) + 1
+    seen: dict[str, int] = {}
+    lines: list[str] = []
+    for run in outcomes:
+        seen[run.scenario] = seen.get(run.scenario, 0) + 1
+        label = run.scenario if runs_of[run.scenario] == 1 else f"{run.scenario} (run {seen[run.scenario]} of {runs_of[run.scenario]})"
+        lines.extend(f"scenario {label}: {problem}" for problem in run.problems)
+    return lines
+
+
 def _timed_out(run: RunOutcome) -> bool:
     return run.terminal == "TIMEOUT" or any(obs.get("status") == "timeout" for obs in run.observations)
 
