@@ -21,7 +21,7 @@ from boundloop.graph.cli.app import DbFlag, JsonFlag, app
 from boundloop.graph.cli.running import err, guarded, out, with_runner
 from boundloop.graph.core.status import Exit
 from boundloop.graph.evals.harness import RunOutcome, run_suite
-from boundloop.graph.evals.metrics import Metric, as_json, compute, misses, overruns, run_misses
+from boundloop.graph.evals.metrics import Metric, as_json, compute, families, misses, overruns, run_misses
 from boundloop.graph.evals.suite import Bound, Suite, load_suite, quick_selection
 from boundloop.graph.run.runner import Runner
 
@@ -73,6 +73,7 @@ def _document(suite: Suite, outcomes: list[RunOutcome], metrics: dict[str, Metri
         "missed": missed,
         "seconds": round(seconds, 2),
         "metrics": as_json(metrics),
+        "families": families(outcomes),
         "thresholds": {name: bound.model_dump(exclude_none=True) for name, bound in suite.thresholds.items()},
         "runs": [{"scenario": run.scenario, "mode": run.mode, "run_id": run.thread_id, "expected": run.expected,
                   "terminal": run.terminal, "steps": len(run.path), "golden_steps": len(run.golden) if run.golden else None,
@@ -80,6 +81,8 @@ def _document(suite: Suite, outcomes: list[RunOutcome], metrics: dict[str, Metri
                   "trace_missing": run.trace_missing,
                   "memory": {"promoted": sum(v.promoted for v in run.memory), "rejected": sum(not v.promoted for v in run.memory),
                              "wrong": sum(v.judged and not v.right for v in run.memory)},
+                  "grounding": [{"step": v.step_id, "verified": v.verified, **({"why": v.why} if not v.verified else {})} for v in run.grounding],
+                  "corrections": run.corrections, "model_calls": run.model_calls, "tokens": run.tokens,
                   "seconds": run.seconds, "problems": run.problems}
                  for run in outcomes],
     }
@@ -95,6 +98,7 @@ def _render(suite: Suite, outcomes: list[RunOutcome], metrics: dict[str, Metric]
         runs.add_row(run.scenario, run.mode, run.expected, run.terminal, steps, verdict)
     out.print(runs)
     out.print(metrics_table(metrics, suite.thresholds))
+    out.print(families_table(outcomes))
     if not missed:
         out.print(f"[green]every run as expected ({len(outcomes)}), every threshold met ({len(suite.thresholds)})[/green]")
 
@@ -108,12 +112,29 @@ def metrics_table(metrics: dict[str, Metric], thresholds: dict[str, Bound]) -> T
     return table
 
 
+def families_table(outcomes: list[RunOutcome]) -> Table:
+    """Model calls and tokens per success, per test mode (failures' spend counted against successes)."""
+    table = Table(title="per family")
+    for column in ("family", "runs", "successes", "model calls / success", "tokens / success"):
+        table.add_column(column)
+    for mode, row in families(outcomes).items():
+        table.add_row(mode, str(row["runs"]), str(row["successes"]), _per(row["model_calls_per_success"]), _per(row["tokens_per_success"]))
+    return table
+
+
+def _per(value: float | None) -> str:
+    return "no success" if value is None else f"{value:.1f}"
+
+
 def markdown_table(suite: Suite, outcomes: list[RunOutcome], metrics: dict[str, Metric]) -> str:
     modes = {mode: sum(run.mode == mode for run in outcomes) for mode in dict.fromkeys(run.mode for run in outcomes)}
     lines = [f"{len(outcomes)} runs of {len(suite.scenarios)} scenarios (" + ", ".join(f"{mode} {count}" for mode, count in modes.items()) + ")",
              "", "| metric | value | threshold | measured from |", "|---|---|---|---|"]
     for name, metric in metrics.items():
         lines.append(f"| {name} | {format_value(name, metric.value)} | {_bound(name, suite.thresholds.get(name))} | {metric.detail} |")
+    lines += ["", "| family | runs | successes | model calls / success | tokens / success |", "|---|---|---|---|---|"]
+    for mode, row in families(outcomes).items():
+        lines.append(f"| {mode} | {row['runs']} | {row['successes']} | {_per(row['model_calls_per_success'])} | {_per(row['tokens_per_success'])} |")
     return "\n".join(lines)
 
 
@@ -124,6 +145,8 @@ def format_value(name: str, value: float | None) -> str:
         return f"{value:.0%}" if value in (0, 1) else f"{value:.1%}"
     if name == "cost_per_success":
         return f"${value:.4f}"
+    if name in ("step_count_efficiency", "model_calls_per_success", "tokens_per_success"):
+        return f"{value:.1f}"
     return f"{value:.3g}"
 
 

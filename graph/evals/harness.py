@@ -14,11 +14,14 @@ import shutil
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from boundloop.graph.core.errors import BoundloopError
+from boundloop.graph.evals.grounding_audit import StepVerdict, audit_grounding
 from boundloop.graph.evals.memory_audit import MemoryVerdict, audit_run
 from boundloop.graph.evals.suite import Scenario, Suite
 from boundloop.graph.trace.replay import STEP_KINDS, replay_run
@@ -64,7 +67,14 @@ class RunOutcome:
     """Replay scenarios whose second run differed: the first thing that differed."""
     trace_missing: list[str] | None = None
     memory: list[MemoryVerdict] = field(default_factory=list)
-    """The write gate's verdict on each memory candidate, checked again (graph/evals/memory_audit.py)."""
+    """Each memory candidate the write gate decided, against the scenario's label (graph/evals/memory_audit.py)."""
+    grounding: list[StepVerdict] = field(default_factory=list)
+    """Each plan step marked done with tools, verified again from the payload store, the ledger and
+    the workspace (graph/evals/grounding_audit.py)."""
+    corrections: int = 0
+    """Times a person changed the run's course (graph/evals/harness.py `corrections`)."""
+    model_calls: int = 0
+    tokens: int = 0
     error: str | None = None
     seconds: float = 0.0
 
@@ -118,12 +128,14 @@ async def run_scenario(runner: Runner, suite: Suite, scenario: Scenario) -> RunO
                          golden=scenario.expect.golden, expected_escalation=scenario.expect.escalates)
     started = time.monotonic()
     try:
-        first = await _drive(runner, suite, scenario, outcome)
-        await _record(runner, first, outcome)
+        with _scratch() as scratch:
+            first = await _drive(runner, suite, scenario, outcome, scratch)
+            await _record(runner, first, outcome, scenario, scratch / "workspace")
         if scenario.replay:
             again = RunOutcome(scenario.name, scenario.mode, outcome.expected, "ERROR")
-            second = await _drive(runner, suite, scenario, again)
-            await _record(runner, second, again)
+            with _scratch() as scratch:
+                second = await _drive(runner, suite, scenario, again, scratch)
+                await _record(runner, second, again, scenario, scratch / "workspace")
             outcome.replay_difference = _difference(outcome, again)
             outcome.deterministic = outcome.replay_difference is None
     except (BoundloopError, ToolsError) as error:
@@ -132,23 +144,30 @@ async def run_scenario(runner: Runner, suite: Suite, scenario: Scenario) -> RunO
     return outcome
 
 
-async def _drive(runner: Runner, suite: Suite, scenario: Scenario, outcome: RunOutcome) -> RunReport:
+@contextmanager
+def _scratch() -> Iterator[Path]:
+    """A fresh directory for one run's workspace and script, removed once the run is recorded
+    (the grounding audit re-checks the workspace first)."""
     scratch = Path(tempfile.mkdtemp(prefix="boundloop-eval-"))
     try:
-        settings = _settings(suite, scenario, scratch)
-        report = await runner.start(scenario.task, settings)
-        outcome.thread_id = report.thread_id
-        decisions = list(scenario.decisions)
-        while report.interrupts:
-            outcome.asked += 1
-            if not decisions:
-                break
-            request = report.interrupts[0]["value"]
-            call_id = request.get("call_id") if isinstance(request, dict) else None
-            report = await runner.decide(report.thread_id, call_id, decisions.pop(0))  # type: ignore[arg-type]  # a request without a call id (ask_user, budget) waits under None
-        return report
+        yield scratch
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
+
+
+async def _drive(runner: Runner, suite: Suite, scenario: Scenario, outcome: RunOutcome, scratch: Path) -> RunReport:
+    settings = _settings(suite, scenario, scratch)
+    report = await runner.start(scenario.task, settings)
+    outcome.thread_id = report.thread_id
+    decisions = list(scenario.decisions)
+    while report.interrupts:
+        outcome.asked += 1
+        if not decisions:
+            break
+        request = report.interrupts[0]["value"]
+        call_id = request.get("call_id") if isinstance(request, dict) else None
+        report = await runner.decide(report.thread_id, call_id, decisions.pop(0))  # type: ignore[arg-type]  # a request without a call id (ask_user, budget) waits under None
+    return report
 
 
 def _settings(suite: Suite, scenario: Scenario, scratch: Path) -> RunSettings:
@@ -177,7 +196,7 @@ def _json_text(value: str) -> str:
     return json.dumps(value)[1:-1]
 
 
-async def _record(runner: Runner, report: RunReport, outcome: RunOutcome) -> None:
+async def _record(runner: Runner, report: RunReport, outcome: RunOutcome, scenario: Scenario, workspace: Path) -> None:
     values = report.values
     outcome.terminal, outcome.waiting = report.status, report.waiting
     events = await runner.trace(report.thread_id)
@@ -190,7 +209,34 @@ async def _record(runner: Runner, report: RunReport, outcome: RunOutcome) -> Non
     replay = await replay_run(runner.pool, report.thread_id, runner.graph)
     outcome.replay_valid, outcome.replay_problems = replay.valid, list(replay.problems)
     outcome.trace_missing = await missing_trace_fields(runner.pool, report.thread_id)
-    outcome.memory = await audit_run(runner.pool, report.thread_id, events, values)
+    outcome.memory = await audit_run(runner.pool, report.thread_id, events, values, scenario.expect.memories)
+    outcome.grounding = await audit_grounding(runner.pool, report.thread_id, values, workspace, events)
+    outcome.corrections = corrections(events)
+    by_role = outcome.usage.get("calls_by_role") or {}
+    outcome.model_calls = sum(int(count) for count in by_role.values()) if by_role else int(outcome.usage.get("model_turns") or 0)
+    outcome.tokens = int(outcome.usage.get("input_tokens") or 0) + int(outcome.usage.get("output_tokens") or 0)
+
+
+REWORK = frozenset({"plan", "act", "repair"})
+"""Where an answered escalation sends a run the person sent back to work (not on to commit or the end)."""
+
+
+def corrections(events: list[dict[str, Any]]) -> int:
+    """Times a person changed the run's course, read from its trace: a proposed call refused,
+    edited or answered in its place (an `approve` decision other than approve), or an escalation
+    answered by sending the run back to re-plan or rework, or by ending it short of success (a
+    question answered, a review, plan or result rejected, a disagreement settled). A budget
+    extension, granted or not, is a grant, not a correction; an accepted review is no correction."""
+    found = 0
+    for event in events:
+        escalation = (event.get("data") or {}).get("escalation") or {}
+        if event.get("node") == "approve" and escalation.get("decision") not in (None, "approve"):
+            found += 1
+        elif event.get("node") == "escalate" and escalation.get("type") != "budget_extension":
+            stopped = str(((event.get("data") or {}).get("ending") or {}).get("code", ""))
+            if escalation.get("resume_to") in REWORK or stopped and stopped not in ("SUCCESS", "PARTIAL_SUCCESS"):
+                found += 1
+    return found
 
 
 def _signature(outcome: RunOutcome) -> tuple[Any, ...]:

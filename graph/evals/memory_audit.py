@@ -1,12 +1,12 @@
-"""memory_audit: the "memory write quality" of one run (promoted memories backed by verified observations, unsupported candidates rejected), judged again after the run.
+"""memory_audit: the "memory write quality" of one run, judged after the run against the scenario's labels.
 
 The run's write gate (nodes/remember.py) left a `memory` trace event with its verdict on every
-candidate. This module checks those verdicts from what an auditor has — the trace, the run's final
-observations and the payload store — not from the gate's own reasons: a promoted memory must rest
-on verified observations of its own run whose stored payloads still hash to what it recorded and
-still contain its every significant word; a rejected candidate is unsupported when the same
-validator, run again on the run's evidence, finds it unsupported. A candidate refused for the
-budget or by a human while supported is neither right nor wrong here.
+candidate. The truth is the scenario's label for each candidate text (`expect.memories`: does the
+run's evidence support it), never the gate's own validator. A promoted memory is right when its
+label says supported and it still rests on verified observations of its own run whose stored
+payloads hash to what it recorded and contain its every significant word; a rejected candidate is
+right when its label says unsupported. A supported candidate refused for the budget or by a
+person (or for want of one) is neither right nor wrong; an unlabelled candidate is not judged.
 """
 
 from __future__ import annotations
@@ -21,39 +21,45 @@ from boundloop.checkpoints.store import get_payload
 from boundloop.graph.context import memory
 
 
+NOT_THE_VALIDATOR = ("budget.", "rejected by the approver", "needs approval")
+"""How a refusal that is no judgement of the candidate's support begins or reads (nodes/remember.py)."""
+
+
 @dataclass(frozen=True)
 class MemoryVerdict:
-    """One candidate of a run: whether the gate promoted it and whether the evidence supports it."""
+    """One candidate of a run: whether the gate promoted it, its label, and whether it counts."""
 
     promoted: bool
-    supported: bool
+    supported: bool | None
+    """The scenario's label (None: unlabelled)."""
+    backed: bool = True
+    """A promoted memory's sources re-checked in the payload store (always true for a rejection)."""
+    refused_elsewhere: bool = False
+    """Refused for the budget or by a person, not by the gate's judgement of its support."""
 
     @property
     def judged(self) -> bool:
-        """Counts in the metric: a promoted memory, or an unsupported candidate."""
-        return self.promoted or not self.supported
+        """Counts in the metric: labelled, and not a supported candidate refused for another reason."""
+        return self.supported is not None and not (self.supported and not self.promoted and self.refused_elsewhere)
 
     @property
     def right(self) -> bool:
-        return self.promoted == self.supported
+        return self.judged and (self.promoted and bool(self.supported) and self.backed or not self.promoted and self.supported is False)
 
 
-async def audit_run(pool: AsyncConnectionPool, run_id: str, events: Sequence[Mapping[str, Any]], state: Mapping[str, Any]) -> list[MemoryVerdict]:
+async def audit_run(pool: AsyncConnectionPool, run_id: str, events: Sequence[Mapping[str, Any]], state: Mapping[str, Any],
+                    labels: Mapping[str, bool]) -> list[MemoryVerdict]:
     """A verdict per candidate the run's write gate decided (none when it proposed no memory)."""
     decisions = [item for event in events if event["kind"] == "memory" for item in event["data"].get("decisions", [])]
-    if not decisions:
-        return []
-    bodies = {}
-    for obs in state.get("observations", []):
-        if obs.get("pointer") and (payload := await get_payload(pool, obs["pointer"])) is not None:
-            bodies[obs["pointer"]] = payload.body
-    sources = memory.source_texts(state, bodies)
     verdicts = []
     for decision in decisions:
+        candidate = decision.get("candidate") or {}
+        label = labels.get(str(candidate.get("text", ""))) if isinstance(candidate, Mapping) else None
         if decision.get("promoted"):
-            verdicts.append(MemoryVerdict(True, await _backed(pool, run_id, decision.get("memory") or {}, state)))
+            verdicts.append(MemoryVerdict(True, label, await _backed(pool, run_id, decision.get("memory") or {}, state)))
         else:
-            verdicts.append(MemoryVerdict(False, memory.judge(decision.get("candidate"), sources)[0] is None))
+            reason = str(decision.get("reason") or "")
+            verdicts.append(MemoryVerdict(False, label, refused_elsewhere=any(mark in reason for mark in NOT_THE_VALIDATOR)))
     return verdicts
 
 

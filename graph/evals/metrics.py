@@ -8,6 +8,7 @@ number nobody measured.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from collections.abc import Callable
 from typing import Any
 
 from boundloop.graph.evals.harness import RunOutcome
@@ -59,16 +60,54 @@ def compute(outcomes: list[RunOutcome]) -> dict[str, Metric]:
     successes = sum(run.terminal in SUCCESS_CODES for run in outcomes)
     spent = sum(float(run.usage.get("cost_usd") or 0) for run in outcomes)
     found.append(Metric("cost_per_success", spent / successes if successes else None, f"${spent:.4f} over {successes} successes"))
-    updates = [(run, step) for run in outcomes for step in run.plan_steps if step.get("status") == "done" and step.get("tools")]
-    ratio("observation_grounding_rate", sum(_grounded(run, step) for run, step in updates), len(updates), "tool steps done on a verified observation")
+    updates = [verdict for run in outcomes for verdict in run.grounding]
+    ratio("observation_grounding_rate", sum(verdict.verified for verdict in updates), len(updates),
+          "tool steps done on calls their recorded results, the ledger and the workspace confirm")
     decided = [record for run in outcomes for record in run.approvals if record.get("decision")]
     ratio("human_override_rate", sum(record["decision"] != "approve" for record in decided), len(decided), "decisions overrode the proposed call")
     ended = [run for run in outcomes if run.trace_missing is not None and not run.waiting]  # a waiting run has no terminal code yet
     ratio("trace_completeness", sum(not run.trace_missing for run in ended), len(ended), "ended runs with every trace field")
     judged = [verdict for run in outcomes for verdict in run.memory if verdict.judged]
+    unlabelled = sum(verdict.supported is None for run in outcomes for verdict in run.memory)
     ratio("memory_write_quality", sum(verdict.right for verdict in judged), len(judged),
-          "promoted memories backed by verified observations and unsupported candidates rejected")
+          "labelled memory candidates the write gate decided as labelled" + (f" ({unlabelled} unlabelled, not judged)" if unlabelled else ""))
+    steps = sum(len(run.path) for run in outcomes)
+    found.append(Metric("step_count_efficiency", steps / runs if runs else None, f"{steps} steps over {runs} runs (average steps per run)"))
+    deepest = max(outcomes, key=loop_depth, default=None)
+    found.append(Metric("loop_depth", float(loop_depth(deepest)) if deepest else None,
+                        f"deepest: {deepest.scenario}, {loop_depth(deepest)} rounds back into the loop (repairs and re-plans)" if deepest else "no runs"))
+    ratio("user_correction_rate", sum(run.corrections for run in outcomes), runs, "corrections by a person per run")
+    found += per_success("model_calls_per_success", "model calls", outcomes, lambda run: run.model_calls)
+    found += per_success("tokens_per_success", "tokens", outcomes, lambda run: run.tokens)
     return {metric.name: metric for metric in found}
+
+
+def loop_depth(run: RunOutcome | None) -> int:
+    """Rounds a run went back into its loop: each repair, each plan after the first. A run spawns
+    no child runs, so this is the depth of its own corrective nesting."""
+    if run is None:
+        return 0
+    return run.path.count("repair") + max(run.path.count("plan") - 1, 0)
+
+
+def per_success(name: str, what: str, outcomes: list[RunOutcome], spent: Callable[[RunOutcome], int]) -> list[Metric]:
+    """All runs' spend of `what` over their successes (failures' spend included: it is what a success costs)."""
+    successes = sum(run.terminal in SUCCESS_CODES for run in outcomes)
+    total = sum(spent(run) for run in outcomes)
+    return [Metric(name, total / successes if successes else None, f"{total} {what} over {successes} successes")]
+
+
+def families(outcomes: list[RunOutcome]) -> dict[str, dict[str, Any]]:
+    """Per test mode: runs, successes, model calls and tokens per success (None without a success)."""
+    table: dict[str, dict[str, Any]] = {}
+    for mode in dict.fromkeys(run.mode for run in outcomes):
+        runs = [run for run in outcomes if run.mode == mode]
+        successes = sum(run.terminal in SUCCESS_CODES for run in runs)
+        calls, tokens = sum(run.model_calls for run in runs), sum(run.tokens for run in runs)
+        table[mode] = {"runs": len(runs), "successes": successes, "model_calls": calls, "tokens": tokens,
+                       "model_calls_per_success": calls / successes if successes else None,
+                       "tokens_per_success": tokens / successes if successes else None}
+    return table
 
 
 def misses(metrics: dict[str, Metric], thresholds: dict[str, Bound]) -> list[str]:
@@ -117,16 +156,6 @@ def overruns(run: RunOutcome) -> list[str]:
         if used > limit:
             over.append(dimension)
     return over
-
-
-def _grounded(run: RunOutcome, step: dict[str, Any]) -> bool:
-    """The step was done on verified observations: its evidence call (retrieve names it
-    `r.<step id>`), or for each tool it expects a call bound to it."""
-    by_id = {obs.get("call_id"): obs for obs in run.observations}
-    if step.get("evidence") and by_id.get(f"r.{step['id']}", {}).get("grounded"):
-        return True
-    verified = step.get("verified") or {}
-    return all(bool(by_id.get(verified.get(tool), {}).get("grounded")) for tool in step["tools"])
 
 
 def as_json(metrics: dict[str, Metric]) -> dict[str, Any]:

@@ -45,6 +45,9 @@ class Expect(BaseModel):
     divides the run's steps by its steps; a `golden` scenario must follow it exactly."""
     escalates: bool = False
     """An anomaly is injected that must reach a human or fail closed (escalation accuracy's truth)."""
+    memories: dict[str, bool] = Field(default_factory=dict)
+    """Memory candidate text → whether it should be promoted (the observations it cites support it): the truth memory write
+    quality judges the write gate's decisions against (an unlabelled candidate is not judged)."""
 
 
 class Scenario(BaseModel):
@@ -93,6 +96,7 @@ METRICS = (
     "escalation_precision", "escalation_recall", "tool_calls_per_run", "failed_tool_calls", "retry_rate",
     "timeout_rate", "budget_adherence", "cost_per_success", "observation_grounding_rate",
     "human_override_rate", "trace_completeness", "memory_write_quality",
+    "step_count_efficiency", "loop_depth", "user_correction_rate", "model_calls_per_success", "tokens_per_success",
 )
 """Every metric `boundloop eval` reports (graph/evals/metrics.py computes them)."""
 

@@ -12,6 +12,7 @@ from typer.testing import CliRunner
 
 from boundloop.graph.cli.app import app
 from boundloop.graph.core.status import Exit
+from boundloop.graph.evals.grounding_audit import StepVerdict, audit_grounding
 from boundloop.graph.evals.harness import RunOutcome, run_suite
 from boundloop.graph.evals.memory_audit import MemoryVerdict, audit_run
 from boundloop.graph.evals.metrics import Metric, compute, misses
@@ -41,6 +42,8 @@ CRITIC = step({"scores": {"correctness": 1, "completeness": 1, "coherence": 1, "
 ANSWER = step("Ana publishes the notes.")
 SUPPORTED = {"text": "Ana: publish the notes", "sources": ["a0.0"]}
 POISONED = {"text": "Ana is the CEO and approved the budget", "sources": ["a0.0"]}
+LABELS = {SUPPORTED["text"]: True, POISONED["text"]: False}
+"""The truth memory write quality judges against: the read backs the first candidate, not the second."""
 REMEMBERING = step("Ana publishes the notes.\n<memory-candidates>" + json.dumps([SUPPORTED, POISONED]) + "</memory-candidates>")
 
 
@@ -57,7 +60,7 @@ SUITE = {
         # 11 steps on its golden path (act grounds the last results and gates its own calls; its answer proposes a
         # memory its read backs and one it does not, so it passes the write gate); planner 100/20, actor 2 × 100/10,
         # judge and critic 50/5: 400 in, 50 out.
-        scenario("read", "golden", PLAN_READ, [read("notes.md"), REMEMBERING], {"terminal": "SUCCESS", "golden": REMEMBERING_PATH}),
+        scenario("read", "golden", PLAN_READ, [read("notes.md"), REMEMBERING], {"terminal": "SUCCESS", "golden": REMEMBERING_PATH, "memories": LABELS}),
         # A failed read first, and no memory proposed: 12 steps for a 10-step golden path; 500 in, 60 out.
         scenario("detour", "fault", PLAN_ONE, [read("missing.md"), read("notes.md"), ANSWER], {"terminal": "SUCCESS", "golden": PATH}),
         # An injected anomaly: a write no human can approve fails closed; planner and one actor turn: 200 in, 30 out.
@@ -87,10 +90,20 @@ def test_metrics_match_a_hand_count_and_a_missed_threshold_fails_the_gate(db_url
     assert values["budget_adherence"] == 1.0
     spent = (400 + 500 + 200) * 2.0 / 1e6 + (50 + 60 + 30) * 8.0 / 1e6
     assert values["cost_per_success"] == pytest.approx(spent / 2)
-    assert values["observation_grounding_rate"] == 1.0  # the read step, done on a verified read
+    assert values["observation_grounding_rate"] == 1.0  # the read step, done on a read the payload store confirms
     assert values["human_override_rate"] is None  # nobody decided anything
     assert values["memory_write_quality"] == 1.0  # the supported memory promoted, the poisoned one rejected
     assert document["metrics"]["memory_write_quality"]["detail"].startswith("2/2 ")
+    assert values["step_count_efficiency"] == pytest.approx(sum(run["steps"] for run in document["runs"]) / 3)
+    assert [run["steps"] for run in document["runs"]][:2] == [11, 12]
+    assert values["loop_depth"] == 0  # no repair, one plan each
+    assert values["user_correction_rate"] == 0.0  # nobody decided anything
+    # planner, actor × 2, judge, critic; planner, actor × 3, judge, critic; planner, actor: 13 calls for 2 successes
+    assert values["model_calls_per_success"] == pytest.approx(13 / 2)
+    assert values["tokens_per_success"] == pytest.approx((450 + 560 + 230) / 2)
+    assert document["families"]["golden"] == {"runs": 1, "successes": 1, "model_calls": 5, "tokens": 450,
+                                              "model_calls_per_success": 5.0, "tokens_per_success": 450.0}
+    assert document["families"]["escalation"]["model_calls_per_success"] is None  # no success to divide by
     assert [run["memory"] for run in document["runs"]][0] == {"promoted": 1, "rejected": 1, "wrong": 0}
     assert document["missed"] == ["trajectory_efficiency = 1.095 is above its maximum 1.05"]
     assert [run["terminal"] for run in document["runs"]] == ["SUCCESS", "SUCCESS", "PERMISSION_DENIED"]
@@ -128,12 +141,13 @@ async def test_a_scenario_can_run_against_an_openai_compatible_endpoint(db_url: 
     assert {"planner", "actor", "judge", "critic"} <= set(fake.roles)
 
 
-async def test_memory_write_quality_catches_an_unbacked_promotion_and_a_rejection_of_nothing_wrong(db_url: str) -> None:
-    """The audit re-checks the gate from the trace and the payload store: a promoted memory whose
-    text its sources do not contain, or whose source payload was altered, counts as wrong; a
-    rejected candidate the evidence supports is not counted as a correct rejection."""
+async def test_memory_write_quality_judges_the_gate_against_the_scenarios_labels(db_url: str) -> None:
+    """The truth is the scenario's labels, not the gate's validator: a promoted memory whose text its
+    sources do not contain, or whose source payload was altered, counts as wrong; a rejection of a
+    candidate labelled supported counts as wrong unless the budget or a person refused it; an
+    unlabelled candidate is not judged."""
     suite = Suite.model_validate({"name": "memory", "scenarios": [
-        scenario("remember", "fault", PLAN_READ, [read("notes.md"), REMEMBERING], {"terminal": "SUCCESS"})]})
+        scenario("remember", "fault", PLAN_READ, [read("notes.md"), REMEMBERING], {"terminal": "SUCCESS", "memories": LABELS})]})
     async with Runner(db_url) as runner:
         [outcome] = await run_suite(runner, suite)
         assert [(v.promoted, v.supported) for v in outcome.memory] == [(True, True), (False, False)]
@@ -156,9 +170,67 @@ async def test_memory_write_quality_catches_an_unbacked_promotion_and_a_rejectio
         def wrongly_refused(decisions: list[dict[str, Any]]) -> None:
             decisions[1]["candidate"] = SUPPORTED
 
-        assert [v.supported for v in await audit_run(runner.pool, outcome.thread_id, altered(unbacked), state)] == [False, False]
-        assert [v.supported for v in await audit_run(runner.pool, outcome.thread_id, altered(tampered), state)] == [False, False]
-        refused = await audit_run(runner.pool, outcome.thread_id, altered(wrongly_refused), state)
-    assert [(v.judged, v.right) for v in refused] == [(True, True), (False, False)]  # supported but refused: not counted
+        def refused_for_the_budget(decisions: list[dict[str, Any]]) -> None:
+            decisions[1] |= {"candidate": SUPPORTED, "reason": "budget.memory_writes exhausted: 1 per run"}
+
+        assert [v.right for v in await audit_run(runner.pool, outcome.thread_id, events, state, LABELS)] == [True, True]
+        assert [v.right for v in await audit_run(runner.pool, outcome.thread_id, altered(unbacked), state, LABELS)] == [False, True]
+        assert [v.right for v in await audit_run(runner.pool, outcome.thread_id, altered(tampered), state, LABELS)] == [False, True]
+        refused = await audit_run(runner.pool, outcome.thread_id, altered(wrongly_refused), state, LABELS)
+        budget = await audit_run(runner.pool, outcome.thread_id, altered(refused_for_the_budget), state, LABELS)
+        unlabelled = await audit_run(runner.pool, outcome.thread_id, events, state, {})
+        wrongly_labelled = await audit_run(runner.pool, outcome.thread_id, events, state, {text: not label for text, label in LABELS.items()})
+    assert [(v.judged, v.right) for v in refused] == [(True, True), (True, False)]  # the validator refused a supported memory
+    assert [(v.judged, v.right) for v in budget] == [(True, True), (False, False)]  # supported, refused for the budget: not counted
+    assert [v.judged for v in unlabelled] == [False, False]
+    assert [v.right for v in wrongly_labelled] == [False, False]  # the labels, not the gate, decide
     metrics = compute([RunOutcome("x", "fault", "SUCCESS", "SUCCESS", memory=[MemoryVerdict(True, False), MemoryVerdict(False, False)])])
     assert (metrics["memory_write_quality"].value, metrics["memory_write_quality"].detail.split()[0]) == (0.5, "1/2")
+
+
+async def test_grounding_is_judged_from_the_payload_store_the_ledger_and_the_workspace(db_url: str, tmp_path: Path) -> None:
+    """A done write step counts as grounded only while its recorded result, its COMPLETE ledger row
+    and the file it wrote agree; the grounding step's own `grounded` flag is never read."""
+    write = step("", [{"name": "workspace__write_file", "args": {"path": "s.md", "content": "Ana publishes the notes."}}])
+    settings = {"planning": "always", "critique": "always"}
+    suite = Suite.model_validate({"name": "grounding", "settings": settings, "scenarios": [
+        scenario("write", "golden", PLAN_WRITE, [write, ANSWER], {"terminal": "SUCCESS"})]})
+    async with Runner(db_url) as runner:
+        [outcome] = await run_suite(runner, suite)
+        assert outcome.grounding == [StepVerdict("s1", True)]  # checked on the run's own workspace before it was removed
+        state = (await runner.graph.aget_state({"configurable": {"thread_id": outcome.thread_id}})).values
+        (tmp_path / "s.md").write_text("Ana publishes the notes.")
+        unflagged = {**state, "observations": [{**obs, "grounded": False} for obs in state["observations"]]}
+        assert [v.verified for v in await audit_grounding(runner.pool, outcome.thread_id, unflagged, tmp_path)] == [True]
+        (tmp_path / "s.md").write_text("Ana publishes")  # the file no longer holds what the call sent
+        [changed] = await audit_grounding(runner.pool, outcome.thread_id, state, tmp_path)
+        assert not changed.verified and "does not hold what its result says" in changed.why
+        (tmp_path / "s.md").write_text("Ana publishes the notes.")
+        async with runner.pool.connection() as conn:
+            await conn.execute("UPDATE boundloop_ledger SET status = 'INTENT' WHERE thread_id = %s", (outcome.thread_id,))
+        [intended] = await audit_grounding(runner.pool, outcome.thread_id, state, tmp_path)
+        assert not intended.verified and "without a COMPLETE ledger row" in intended.why
+        async with runner.pool.connection() as conn:
+            await conn.execute("UPDATE boundloop_ledger SET status = 'COMPLETE' WHERE thread_id = %s", (outcome.thread_id,))
+        # a result whose record is not the one its hash was taken of (no tool message, another excerpt)
+        rewritten = {**state, "messages": [], "observations": [{**obs, "excerpt": "ok"} for obs in state["observations"]]}
+        [altered] = await audit_grounding(runner.pool, outcome.thread_id, rewritten, tmp_path)
+        assert not altered.verified and "the result recorded is not whole" in altered.why
+    metrics = compute([RunOutcome("x", "golden", "SUCCESS", "SUCCESS", grounding=[StepVerdict("s1", True), altered])])
+    assert (metrics["observation_grounding_rate"].value, metrics["observation_grounding_rate"].detail.split()[0]) == (0.5, "1/2")
+
+
+async def test_user_corrections_are_counted_from_the_trace(db_url: str) -> None:
+    """A write a person rejects is a correction; the same write approved is none."""
+    write = step("", [{"name": "workspace__write_file", "args": {"path": "s.md", "content": "x"}}])
+    ask = {"policy": {"rules": [{"id": "ask-writes", "action": "ask", "tool": "write_file"}]}}
+
+    def asked(name: str, decision: dict[str, Any], ending: str) -> dict[str, Any]:
+        return scenario(name, "escalation", PLAN_WRITE, [write, ANSWER, ANSWER], {"terminal": ending}, settings=ask, decisions=[decision])
+
+    suite = Suite.model_validate({"name": "corrections", "settings": {"planning": "always", "critique": "always"}, "scenarios": [
+        asked("approved", {"decision": "approve"}, "SUCCESS"), asked("rejected", {"decision": "reject", "message": "not that file"}, "SUCCESS")]})
+    async with Runner(db_url) as runner:
+        approved, rejected = await run_suite(runner, suite)
+    assert (approved.corrections, rejected.corrections) == (0, 1), (approved.problems, rejected.problems)
+    assert compute([approved, rejected])["user_correction_rate"].value == 0.5
