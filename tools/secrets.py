@@ -38,7 +38,7 @@ MIN_SECRET_CHARS = 8
 SECRET_NAME = re.compile(r"(api_?key|token|secret|passw(or)?d|credentials?|authorization|cookie)$", re.IGNORECASE)
 """A variable or key named like this holds a credential (matched at the end: `GITHUB_TOKEN`, `api_key`)."""
 ENV_SECRET_NAME = re.compile(
-    r"(api_?key|token|secrets?|passw(or)?d|credentials?|authorization|cookie|(^|_)(key|pat|pass|pwd|auth|dsn))$"
+    r"(api_?key|token|secrets?|passw(or)?d|credentials?|authorization|cookie|(^|_)(key|pat|pass|passwd|auth|dsn))$"
     r"|secret|token|passw|private_?key|access_?key", re.IGNORECASE)
 """An environment variable named like this holds a credential (`AWS_SECRET_ACCESS_KEY`, `GITHUB_PAT`)."""
 SECRET_BEARING_KEYS = frozenset({"env", "headers"})

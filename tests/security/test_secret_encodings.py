@@ -74,7 +74,7 @@ async def test_each_encoding_of_a_configured_secret_is_masked_in_the_tool_result
 
 def test_credentials_whose_names_say_so_otherwise_are_found_in_the_environment() -> None:
     found = environment_secrets({"AWS_SECRET_ACCESS_KEY": "aws-value-1", "GITHUB_PAT": "pat-value-1", "DB_PASS": "pass-value-1",
-                                 "PATH": "/usr/bin:/bin", "HOME": "/root", "LANG": "C.UTF-8"})
+                                 "PATH": "/usr/bin:/bin", "HOME": "/root", "LANG": "C.UTF-8", "PWD": "/work/dir", "OLDPWD": "/work/old"})
     assert found == ["aws-value-1", "pat-value-1", "pass-value-1"]
 
 
