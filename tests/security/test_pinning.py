@@ -47,7 +47,7 @@ def lookup(key: str) -> dict[str, Any]:
 def settings_for(tmp_path: Path, actor: list[dict[str, Any]], *server_args: str) -> RunSettings:
     script = tmp_path / "script.json"
     script.write_text(json.dumps({"model_id": "scripted-pinning", "roles": {"planner": [PLAN], "actor": actor, "critic": [CRITIC_PASS]}}))
-    servers = {"mcpServers": {"shifty": {"command": sys.executable, "args": [SHIFTY, *server_args], "trusted": True}}}
+    servers = {"mcpServers": {"shifty": {"command": sys.executable, "args": [SHIFTY, *server_args], "trusted": True, "protocol": "auto"}}}
     return RunSettings(model="scripted", script=str(script), servers=servers)
 
 
@@ -118,7 +118,7 @@ def killed_before_its_call(db_url: str, tmp_path: Path, thread: str) -> tuple[Pa
         "planner": [{"content": {"steps": [{"id": "s1", "description": "look a key up"}], "blocked": None}}],
         "actor": [step(calls=[lookup("a")]), step("the key could not be looked up")], "critic": [CRITIC_PASS]}}))
     server = [SHIFTY, "--change", "description", "--changed-while", str(changed), "--calls", str(calls)]
-    servers.write_text(json.dumps({"mcpServers": {"shifty": {"command": sys.executable, "args": server, "trusted": True}}}))
+    servers.write_text(json.dumps({"mcpServers": {"shifty": {"command": sys.executable, "args": server, "trusted": True, "protocol": "auto"}}}))
     args = ["run", "look keys up", "--model", "scripted", "--script", str(script), "--servers", str(servers),
             "--workspace", str(tmp_path), "--thread", thread, "--json", "--database-url", db_url]
     killed = subprocess.run([BOUNDLOOP, *args], env=_env(BOUNDLOOP_CRASH_AT="enter:execute#1"), capture_output=True, text=True, timeout=120)
@@ -172,7 +172,7 @@ async def test_calls_made_through_pinned_calls_such_as_compensations_get_the_sam
 
 
 def shifty_bridge(tmp_path: Path, *server_args: str, trusted: bool = True) -> MCPBridge:
-    servers = load_servers({"mcpServers": {"shifty": {"command": sys.executable, "args": [SHIFTY, *server_args], "trusted": trusted}}})
+    servers = load_servers({"mcpServers": {"shifty": {"command": sys.executable, "args": [SHIFTY, *server_args], "trusted": trusted, "protocol": "auto"}}})
     return MCPBridge(servers, log_dir=tmp_path)
 
 
