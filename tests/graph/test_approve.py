@@ -55,7 +55,7 @@ async def test_a_user_policy_rule_applies_with_the_profile_and_is_named_in_the_r
     report = await run_script(
         {"planner": [PLAN_ONE_STEP], "actor": [step(calls=[{"name": "workspace__read_file", "args": {"path": "notes.md"}}]), step("done")],
          "critic": [CRITIC_PASS]},
-        policy=rules,
+        task={"goal": "Summarize the meeting notes"}, policy=rules,  # a goal naming notes.md would be refused at intake
     )
     observation = report.values["observations"][0]
     assert (observation["status"], observation["rule"]) == ("denied", "rule:no-notes")
