@@ -137,7 +137,7 @@ async def test_a_killed_server_pid_gives_server_unavailable(log_dir: Path) -> No
 
 async def test_a_server_that_exits_at_start_raises_with_its_stderr(log_dir: Path) -> None:
     """The auto handshake fails, the legacy retry fails too, and the error shows the server's own words."""
-    bridge = bridge_for(log_dir, broken=probe(args=[PROBE_SERVER, "--fail-at-start"]))
+    bridge = bridge_for(log_dir, broken=probe(args=[PROBE_SERVER, "--fail-at-start"], protocol="auto"))
     with pytest.raises(ServerStartError) as info:
         await bridge.start()
     error = info.value
@@ -158,7 +158,7 @@ async def test_a_missing_command_raises_with_the_fix(log_dir: Path) -> None:
 
 async def test_a_server_that_never_answers_the_handshake_is_bounded(log_dir: Path) -> None:
     """A process that reads stdin and never writes: both handshakes time out, nothing hangs."""
-    silent = {"command": "/bin/sh", "args": ["-c", "cat > /dev/null  # tests/tools/ silent server"]}
+    silent = {"command": "/bin/sh", "args": ["-c", "cat > /dev/null  # tests/tools/ silent server"], "protocol": "auto"}
     bridge = MCPBridge(load_servers({"mcpServers": {"silent": silent}}), log_dir=log_dir, startup_timeout_s=0.5)
     with anyio.fail_after(15), pytest.raises(ServerStartError) as info:
         await bridge.start()
