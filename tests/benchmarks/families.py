@@ -14,7 +14,7 @@ Families (`FAMILIES`):
 - hard: as simple, but the first write misses the action item: the check fails, and boundloop
   repairs it (the critic, triggered by the failed check, then a second write); create_agent has
   no check, so it ends with the first attempt, and the benchmark says whether its file passes.
-- long: 60 reads of a 2,000-character file, then an answer; boundloop under a context budget
+- long: 60 reads of a 2,460-character file, then an answer; boundloop under a context budget
   (`LONG_CONTEXT_TOKENS`: bounded results and compaction), create_agent resending its history.
   The task has no acceptance criterion, so boundloop's confidence without a critic stays under the
   commit threshold and the critic runs once (its trigger, as a user's run would).
