@@ -432,6 +432,8 @@ async def main(options: argparse.Namespace) -> None:
     with latency_model(latency, (ScriptedChatModel, FamilyModel)) as meters:
         async with AsyncExitStack() as stack:
             url = os.environ.get("BOUNDLOOP_DATABASE_URL") or await asyncio.to_thread(database_url)
+            if url is None:
+                raise SystemExit("no database: set BOUNDLOOP_DATABASE_URL")
             bench = await open_bench(stack, url, meters)
             for system in SYSTEMS:  # warm up: imports, the workspace server, the first plans
                 await bench.run(system, FAMILIES["simple"])
