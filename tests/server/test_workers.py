@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -38,15 +39,21 @@ async def clients(workers: tuple[DevServer, DevServer]) -> AsyncIterator[tuple[L
         await second.aclose()
 
 
+async def _waiting_write(client: LangGraphClient, tmp_path: Path, workspace: Path) -> tuple[str, dict[str, Any]]:
+    """A thread started on `client`'s server that waits for the approval of its write: its id and the request."""
+    roles = {"planner": [PLAN_ONE_STEP], "actor": [step(calls=[WRITE]), step("done")], "critic": [CRITIC_PASS]}
+    context = settings(tmp_path, workspace, roles) | {"policy": {"rules": [{"id": "review-writes", "action": "ask", "tool": "write_file"}]}}
+    thread_id = (await client.threads.create())["thread_id"]
+    out = await client.runs.wait(thread_id, GRAPH, input={"task": {"goal": "Summarize notes.md"}}, context=context)
+    [request] = out["__interrupt__"]
+    return thread_id, request
+
+
 async def test_a_thread_waiting_on_one_worker_is_approved_and_finished_on_the_other(
     workers: tuple[DevServer, DevServer], clients: tuple[LangGraphClient, LangGraphClient], tmp_path: Path, workspace: Path
 ) -> None:
-    roles = {"planner": [PLAN_ONE_STEP], "actor": [step(calls=[WRITE]), step("done")], "critic": [CRITIC_PASS]}
-    context = settings(tmp_path, workspace, roles) | {"policy": {"rules": [{"id": "review-writes", "action": "ask", "tool": "write_file"}]}}
     (first, second), (first_server, second_server) = clients, workers
-    thread_id = (await first.threads.create())["thread_id"]
-    out = await first.runs.wait(thread_id, GRAPH, input={"task": {"goal": "Summarize notes.md"}}, context=context)
-    [request] = out["__interrupt__"]
+    thread_id, request = await _waiting_write(first, tmp_path, workspace)
     assert servers_of(first_server, workspace) == {}
 
     await second.threads.create(thread_id=thread_id, if_exists="do_nothing")  # adopt it by id
@@ -62,12 +69,8 @@ async def test_the_other_workers_console_decides_a_waiting_thread_and_that_worke
 ) -> None:
     """The second server never held the thread: its console's decision adopts it by id and runs it
     on; the page after the decision shows it sent, not as a form to decide again."""
-    roles = {"planner": [PLAN_ONE_STEP], "actor": [step(calls=[WRITE]), step("done")], "critic": [CRITIC_PASS]}
-    context = settings(tmp_path, workspace, roles) | {"policy": {"rules": [{"id": "review-writes", "action": "ask", "tool": "write_file"}]}}
     (first, second), (_, second_server) = clients, workers
-    thread_id = (await first.threads.create())["thread_id"]
-    out = await first.runs.wait(thread_id, GRAPH, input={"task": {"goal": "Summarize notes.md"}}, context=context)
-    [request] = out["__interrupt__"]
+    thread_id, request = await _waiting_write(first, tmp_path, workspace)
     call_id = request["value"]["call_id"]
     async with httpx.AsyncClient(base_url=second_server.url, timeout=60.0) as http:
         inbox = await http.get("/console/inbox")
@@ -77,6 +80,7 @@ async def test_the_other_workers_console_decides_a_waiting_thread_and_that_worke
         assert decided.status_code == 303, decided.text[-1500:]
         shown = (await http.get(decided.headers["location"])).text
         assert f"approve {call_id}: the server continues the run" in shown
+        assert f'data-call="{call_id}"' not in shown or "sent to the server" in shown  # not offered as a form again
     [run] = await second.runs.list(thread_id, limit=1)
     await second.runs.join(thread_id, run["run_id"])
     values = (await second.threads.get_state(thread_id))["values"]
