@@ -146,6 +146,9 @@ class Exhaustion:
     """A cost limit stopped the run because a call's price is unknown, not because it was spent."""
     model: str = "MODEL"
     """The model whose price is unknown, when known (named in the hint)."""
+    wanted: float = 0
+    """What the refused call would have brought `used` to: a model call is refused on its measured
+    request before it is sent, which can ask for more than the limit's headroom suggests."""
 
     @property
     def message(self) -> str:
@@ -159,7 +162,7 @@ class Exhaustion:
             return UNPRICED_HINT.format(model=json.dumps(self.model))
         return (
             f"Keep the partial result, or run again with a larger budget "
-            f"(--budget {self.dimension}={_suggest(self.dimension, self.limit)})."
+            f"(--budget {self.dimension}={_suggest(self.dimension, max(self.limit, self.wanted))})."
         )
 
 
@@ -282,14 +285,16 @@ def reserve_model_call(
     the call is not made: a cap holds, not only before the call but after it too."""
     used_in, used_out, spent = usage.get("input_tokens", 0), usage.get("output_tokens", 0), usage.get("cost_usd", 0.0)
     if budget.input_tokens is not None and used_in + input_tokens > budget.input_tokens:
-        return None, Exhaustion("input_tokens", used_in, budget.input_tokens, Terminal.BUDGET_EXHAUSTED)
+        return None, Exhaustion("input_tokens", used_in, budget.input_tokens, Terminal.BUDGET_EXHAUSTED, wanted=used_in + input_tokens)
     limits: list[int] = []
+    input_cost = output_price = 0.0
     if budget.output_tokens is not None:
         limits.append(budget.output_tokens - used_out)
     if budget.cost_usd is not None and price is not None:
-        cost_left = budget.cost_usd - spent - input_tokens * price[0] / 1_000_000
+        input_cost, output_price = input_tokens * price[0] / 1_000_000, price[1]
+        cost_left = budget.cost_usd - spent - input_cost
         if cost_left < 0:
-            return None, Exhaustion("cost_usd", spent, budget.cost_usd, Terminal.BUDGET_EXHAUSTED)
+            return None, Exhaustion("cost_usd", spent, budget.cost_usd, Terminal.BUDGET_EXHAUSTED, wanted=spent + input_cost)
         if price[1] > 0:
             limits.append(int(cost_left * 1_000_000 / price[1] * (1 - 1e-9)))  # floor, a hair under: float cost never rounds past the cap
     max_tokens = min(limits) if limits else None
@@ -298,7 +303,8 @@ def reserve_model_call(
         used = used_out if dimension == "output_tokens" else spent
         limit = budget.output_tokens if dimension == "output_tokens" else budget.cost_usd
         assert limit is not None
-        return None, Exhaustion(dimension, used, limit, Terminal.BUDGET_EXHAUSTED)
+        wanted = used_out + 1 if dimension == "output_tokens" else spent + input_cost + output_price / 1_000_000
+        return None, Exhaustion(dimension, used, limit, Terminal.BUDGET_EXHAUSTED, wanted=wanted)
     return max_tokens, None
 
 

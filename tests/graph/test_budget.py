@@ -10,6 +10,7 @@ from boundloop.graph.core.budget import (
     check_before_model_call,
     check_before_tool_call,
     empty_usage,
+    reserve_model_call,
 )
 from boundloop.graph.core.profiles import PROFILES, budget_for
 from boundloop.graph.core.status import Terminal
@@ -70,3 +71,17 @@ def test_profiles_carry_seed_001_numbers_and_every_dimension_can_be_overridden()
     assert budget_for("sre_agent", {"tool_calls": 99, "cost_usd": None}).model_dump() == {
         **PROFILES["sre_agent"].model_dump(), "tool_calls": 99, "cost_usd": None
     }
+
+
+@pytest.mark.parametrize(("limits", "usage", "tokens", "price"), [
+    ({"cost_usd": 0.003}, {"cost_usd": 0.002}, 4000, (1.0, 0.0)),       # the input alone passes the cap
+    ({"cost_usd": 0.003}, {"cost_usd": 0.0029}, 100, (1.0, 10.0)),      # the input fits, no output token does
+    ({"input_tokens": 1000}, {"input_tokens": 900}, 2500, None),
+])
+def test_a_call_refused_on_its_measured_request_is_hinted_a_limit_that_admits_it(limits, usage, tokens, price):
+    budget = Budget.model_validate(limits)
+    _, exhaustion = reserve_model_call(usage, budget, input_tokens=tokens, price=price)
+    assert exhaustion is not None
+    hinted = float(exhaustion.next_safe_action.split("=")[-1].rstrip(").").strip())
+    larger = Budget.model_validate({exhaustion.dimension: hinted})
+    assert reserve_model_call(usage, larger, input_tokens=tokens, price=price)[1] is None
