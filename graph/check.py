@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import ast
 import builtins
+import functools
+import gc
 import inspect
 import sys
 import textwrap
@@ -174,14 +176,28 @@ class _Reader:
         return self._checks[callee]
 
 
+@functools.cache
 def _tree(function: Callable[..., Any]) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
-    """The function's syntax tree, or None for a lambda or code without source."""
+    """The function's syntax tree, or None for a lambda or code without source.
+
+    Parsed once per function, and with the garbage collector paused: CPython 3.11's parser has been
+    seen to fail with "AST constructor recursion depth mismatch" when a graph was built while a
+    cancelled run's coroutines were being finalized, which a collection during the parse can do."""
     if not inspect.isfunction(function) or function.__name__ == "<lambda>":
         return None
     try:
-        parsed = ast.parse(textwrap.dedent(inspect.getsource(function)))
-    except (OSError, TypeError, SyntaxError):
+        source = textwrap.dedent(inspect.getsource(function))
+    except (OSError, TypeError):
         return None
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        parsed = ast.parse(source)
+    except SyntaxError:
+        return None
+    finally:
+        if collecting:
+            gc.enable()
     first = parsed.body[0] if parsed.body else None
     return first if isinstance(first, (ast.FunctionDef, ast.AsyncFunctionDef)) else None
 

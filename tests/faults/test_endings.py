@@ -160,8 +160,6 @@ async def test_every_terminal_code_is_reached_by_a_real_run_and_checkpointed(cod
     case.check(report, workspace)
 
 
-@pytest.mark.xfail(strict=False, reason="known bug: the first cancel in the process can hit CPython's 'AST constructor recursion "
-                   "depth mismatch' SystemError: the graph check now parses the guards' source with ast while the cancel lands; not fixed yet")
 @pytest.mark.parametrize("after", ["act", "execute"])
 async def test_a_cancel_is_written_into_the_checkpointed_state_with_its_halt_record_and_the_run_resumes(runner, workspace, tmp_path, db_url, after):
     """USER_CANCEL at a safe point: the saved state carries the code and the halt record, not only the
