@@ -76,6 +76,10 @@ class Services:
         """False: every run gets its own session of every server, `shared` or not (the server path:
         a waiting or finished thread holds no server there)."""
         self._bridge_locks: dict[str, asyncio.Lock] = {}
+        self._bridge_keys: dict[str, str] = {}
+        """Per run, the settings its bridge was started for."""
+        self._warmups: set[asyncio.Task[None]] = set()
+        self._failed_warmups: dict[str, tuple[str, Exception]] = {}
         self._registries: dict[str, tuple[str, ToolRegistry]] = {}
         """Per run, the registry built from its pins, with their version."""
         self._write_locks: dict[str, asyncio.Lock] = {}
@@ -143,8 +147,14 @@ class Services:
                 self._drives[run_id] = (lock, users - 1)
 
     async def bridge(self, run_id: str, settings: dict[str, Any]) -> MCPBridge:
-        """The run's bridge, started on first use (also after a resume, in any process)."""
+        """The run's bridge, started on first use (also after a resume, in any process), or the one
+        `warm` started for these very settings (its failure, if it failed, is raised here once)."""
         async with self._bridge_locks.setdefault(run_id, asyncio.Lock()):
+            key = json.dumps(settings, sort_keys=True, default=str)
+            if self._bridge_keys.get(run_id, key) != key:  # warmed for other settings: not this run's servers
+                await self._bridges.pop(run_id).close()
+            if (failed := self._failed_warmups.pop(run_id, None)) is not None and failed[0] == key:
+                raise failed[1]
             bridge = self._bridges.get(run_id)
             if bridge is None:
                 # Off the event loop: the bridge reads the cwd, and the config may be a file, which `langgraph dev` forbids on the loop.
@@ -158,7 +168,24 @@ class Services:
                 bridge = await asyncio.to_thread(lambda: MCPBridge(configs, auth=auth, shared=self.shared_sessions if self._share_servers else None))
                 await bridge.start()
                 self._bridges[run_id] = bridge
+                self._bridge_keys[run_id] = key
             return bridge
+
+    def warm(self, run_id: str, settings: dict[str, Any]) -> None:
+        """Start the run's tool servers now, in the background, so that they come up while the
+        process does other work (opening the database, building the graph) instead of after it:
+        intake then finds them started. A failure is kept for intake to report, not retried."""
+        key = json.dumps(settings, sort_keys=True, default=str)
+
+        async def start() -> None:
+            try:
+                await self.bridge(run_id, settings)
+            except Exception as error:
+                self._failed_warmups[run_id] = (key, error)
+
+        task = asyncio.create_task(start())
+        self._warmups.add(task)
+        task.add_done_callback(self._warmups.discard)
 
     async def know_secrets(self, settings: dict[str, Any]) -> None:
         """Remember the run's configured server secrets in this process (tools/secrets.py) without
@@ -197,6 +224,7 @@ class Services:
         """Stop the run's tool servers (a later step of the run starts them again)."""
         async with self._bridge_locks.setdefault(run_id, asyncio.Lock()):
             bridge = self._bridges.pop(run_id, None)
+            self._bridge_keys.pop(run_id, None)
             if bridge is not None:
                 await bridge.close()
         self._bridge_locks.pop(run_id, None)
@@ -224,6 +252,9 @@ class Services:
         return self._leases
 
     async def aclose(self) -> None:
+        for task in list(self._warmups):
+            task.cancel()
+        await asyncio.gather(*self._warmups, return_exceptions=True)
         for run_id in list(self._bridges):
             await self.close_run(run_id)
         await self.shared_sessions.aclose()

@@ -52,7 +52,7 @@ from boundloop.graph.cli.options import (
     task_from,
 )
 from boundloop.graph.cli.progress import Progress, render_pending, render_report, render_runs, render_trace
-from boundloop.graph.run.runner import RunReport, Runner
+from boundloop.graph.run.runner import RunReport, Runner, new_thread_id
 from boundloop.graph.task import RunSettings, Task
 from boundloop.tools import secrets
 
@@ -199,9 +199,11 @@ def _run(options: dict[str, Any]) -> None:
     settings = settings_from(options)
     task = task_from(options)
     check_usable(settings)
+    thread = options["thread"] or new_thread_id()
     with_runner(
         options["database_url"],
-        lambda runner: _drive(runner, runner.start(task, settings, thread_id=options["thread"], observe=_observer(options["as_json"])), options["as_json"]),
+        lambda runner: _drive(runner, runner.start(task, settings, thread_id=thread, observe=_observer(options["as_json"])), options["as_json"]),
+        warm=(thread, settings),
     )
 
 
@@ -216,7 +218,8 @@ def _demo(as_json: bool, database_url: str | None) -> None:
     settings = RunSettings(model="scripted", script=str(bundled / "demo.json"), workspace_root=str(workspace.resolve()))
     if not as_json:
         err.print(f"[dim]demo workspace: {workspace}[/dim]")
-    with_runner(database_url, lambda runner: _drive(runner, runner.start(task, settings, thread_id=thread, observe=_observer(as_json)), as_json), install=True)
+    with_runner(database_url, lambda runner: _drive(runner, runner.start(task, settings, thread_id=thread, observe=_observer(as_json)), as_json),
+                install=True, warm=(thread, settings))
 
 
 def _observer(as_json: bool) -> Any:

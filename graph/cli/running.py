@@ -22,6 +22,7 @@ from boundloop.checkpoints import CheckpointsError
 from boundloop.graph.core.errors import BoundloopError
 from boundloop.graph.core.status import Exit
 from boundloop.graph.run.runner import Runner
+from boundloop.graph.task import RunSettings
 from boundloop.tools import secrets
 from boundloop.tools.errors import ToolsError
 
@@ -29,9 +30,9 @@ err = Console(stderr=True, soft_wrap=True)
 out = Console(soft_wrap=True)
 
 
-def with_runner(database_url: str | None, body: Any, *, install: bool = False) -> None:
+def with_runner(database_url: str | None, body: Any, *, install: bool = False, warm: tuple[str, RunSettings] | None = None) -> None:
     """Run `body(runner)`; a run halted by SIGINT or SIGTERM exits 128 + the signal's number,
-    whatever the body would have exited with."""
+    whatever the body would have exited with. `warm`: the run the body starts (`Runner`)."""
     # psycopg, its pool and the lease log every dropped connection and reconnect attempt; during an
     # outage that is a screenful on stderr. The runner rides the outage out or ends with one line.
     for noisy in ("psycopg", "boundloop.checkpoints.lease"):
@@ -39,7 +40,7 @@ def with_runner(database_url: str | None, body: Any, *, install: bool = False) -
     received: list[int] = []
 
     async def main() -> None:
-        async with Runner(database_url, install_postgres=install) as runner:
+        async with Runner(database_url, install_postgres=install, warm=warm) as runner:
             stop_on_signals(runner, received)
             await body(runner)
 

@@ -81,12 +81,21 @@ class RunReport:
         return bool(self.interrupts)
 
 
+def new_thread_id() -> str:
+    """A fresh run's thread id."""
+    return f"run-{uuid.uuid4().hex[:12]}"
+
+
 class Runner:
     """`async with Runner() as runner:` — one pool, one saver, one compiled graph per process."""
 
-    def __init__(self, url: str | None = None, *, install_postgres: bool = False, max_active_runs: int = MAX_ACTIVE_RUNS) -> None:
+    def __init__(self, url: str | None = None, *, install_postgres: bool = False, max_active_runs: int = MAX_ACTIVE_RUNS,
+                 warm: tuple[str, RunSettings] | None = None) -> None:
+        """`warm`: a run about to start here, (its thread id, its settings), whose tool servers start
+        while the runner opens, so its intake finds them up (`Services.warm`)."""
         self._url = url
         self._install = install_postgres
+        self._warm = warm
         self._max_active_runs = max_active_runs
         self._stack = AsyncExitStack()
         self._cancel = asyncio.Event()
@@ -98,10 +107,14 @@ class Runner:
         self._url = url
         self.pool = await open_pool(url)
         self._stack.push_async_callback(self.pool.close)
-        saver = await self._stack.enter_async_context(postgres_saver(self.pool))
         self.services = Services(pool=self.pool, max_active_runs=self._max_active_runs)
         self._stack.push_async_callback(self.services.aclose)
-        self.graph = build_graph(checkpointer=saver, services=self.services)
+        if self._warm is not None:
+            thread_id, settings = self._warm
+            self.services.warm(thread_id, settings.model_dump(mode="json"))
+        saver = await self._stack.enter_async_context(postgres_saver(self.pool))
+        # Built off the loop, so that servers being warmed keep starting meanwhile.
+        self.graph = await asyncio.to_thread(build_graph, checkpointer=saver, services=self.services)
         return self
 
     async def __aexit__(self, *exc_info: object) -> None:
@@ -110,7 +123,7 @@ class Runner:
     async def start(self, task: Task, settings: RunSettings, *, thread_id: str | None = None, observe: Observer | None = None) -> RunReport:
         """Start a run. Resubmitting a task that already committed on this thread returns the
         committed result without running anything."""
-        thread_id = thread_id or f"run-{uuid.uuid4().hex[:12]}"
+        thread_id = thread_id or new_thread_id()
         existing = await store.get_run(self.pool, thread_id)
         if existing is not None:
             if existing.task_hash == task.content_hash() and existing.status == Terminal.SUCCESS:
