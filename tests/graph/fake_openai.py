@@ -16,13 +16,15 @@ role's next requests with the faults in order, then behaves again. A FAULT is a 
     {"usage": False}                 the normal answer, without the usage field
 
 `usage=False` drops the usage field from every answer; `port=N` serves on a chosen port (to bring
-a provider back where a run expects it).
+a provider back where a run expects it); `delay_s` makes every answer wait that long (a model's
+latency). `arrived` keeps each request's arrival time (`time.time()`).
 """
 
 from __future__ import annotations
 
 import json
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -39,8 +41,10 @@ ROLES = {"You plan work": "planner", "You carry out a plan": "actor", "You check
 class FakeOpenAI:
     """`with FakeOpenAI() as fake:` serves http://127.0.0.1:<port>/v1 until the block ends."""
 
-    def __init__(self, *, faults: dict[str, list[dict[str, Any]]] | None = None, usage: bool = True, port: int = 0) -> None:
+    def __init__(self, *, faults: dict[str, list[dict[str, Any]]] | None = None, usage: bool = True, port: int = 0,
+                 delay_s: float = 0) -> None:
         self.requests: list[dict[str, Any]] = []
+        self.arrived: list[float] = []
         self.headers: list[dict[str, str]] = []
         self.roles: list[str] = []
         self.faults = {role: list(items) for role, items in (faults or {}).items()}
@@ -50,14 +54,15 @@ class FakeOpenAI:
 
         class Handler(BaseHTTPRequestHandler):
             def do_POST(self) -> None:  # noqa: N802 (http.server's name)
+                fake.arrived.append(time.time())
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
                 role = _role(body)
                 fake.requests.append(body)
                 fake.headers.append({key.lower(): value for key, value in self.headers.items()})
                 fake.roles.append(role)
                 fault = fake.faults[role].pop(0) if fake.faults.get(role) else {}
-                if fault.get("hang_s"):
-                    fake._stopping.wait(fault["hang_s"])
+                if fault.get("hang_s") or delay_s:
+                    fake._stopping.wait(fault.get("hang_s") or delay_s)
                 if fault.get("close"):
                     self.close_connection = True
                     return
