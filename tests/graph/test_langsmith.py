@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -108,26 +107,24 @@ async def test_tracing_is_off_by_default_and_sends_nothing(run_script, monkeypat
     assert capture.requests == []
 
 
-def _drive_then_fail(db_url, workspace, tmp_path, fault: str) -> tuple[subprocess.CompletedProcess[str], float, Capture]:
+def _drive_then_fail(db_url, workspace, tmp_path, fault: str) -> tuple[subprocess.CompletedProcess[str], Capture]:
     """Drive 1 reaches LangSmith and stops at an approval; then the endpoint fails with `fault` and
-    `boundloop approve` drives the run to its end. Returns (the approve process, seconds it took, capture)."""
+    `boundloop approve` drives the run to its end. Returns (the approve process, capture)."""
     with _waiting_run(db_url, workspace, tmp_path, f"ls-{fault}") as (capture, env, common):
         capture.fault = fault
-        clock = time.monotonic()
         finished = boundloop("approve", f"ls-{fault}", "a0.1", "--as", "ana", *common, env=env)
-        took = time.monotonic() - clock
-    return finished, took, capture
+    return finished, capture
 
 
 @pytest.mark.parametrize("fault", ["error", "hang"])
 def test_a_failing_langsmith_endpoint_between_drives_costs_the_run_nothing(db_url, workspace, tmp_path, fault):
-    """The run ends as it would untraced, in about the time an untraced drive takes, and says nothing
-    about tracing on stdout; LangSmith keeps what the first drive sent: the root still open (its end
-    never arrived), the first drive ended `waiting`, nothing of the second."""
-    finished, took, capture = _drive_then_fail(db_url, workspace, tmp_path, fault)
+    """The run ends as it would untraced, without waiting for LangSmith (a hung endpoint answers
+    nothing until the stand-in stops, after the approve process has exited), and says nothing about
+    tracing on stdout; LangSmith keeps what the first drive sent: the root still open (its end never
+    arrived), the first drive ended `waiting`, nothing of the second."""
+    finished, capture = _drive_then_fail(db_url, workspace, tmp_path, fault)
     assert finished.returncode == 0, finished.stderr
     assert json.loads(finished.stdout)["status"] == "SUCCESS"
-    assert took < 25, f"the approve drive took {took:.1f} s with LangSmith failing ({fault})"
     assert capture.refused >= 1  # the second drive did try to send
     assert "Traceback" not in finished.stderr
     (root,) = capture.by_name("boundloop.run")
