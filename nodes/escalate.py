@@ -49,8 +49,8 @@ async def escalate(state: LoopState, services: Services) -> LoopUpdate:
     usage: Usage = {"escalations": 1}
     if state["settings"].get("count_wait_time") and recorded is not None and recorded.decided_at is not None:
         usage["wall_clock_s"] = (recorded.decided_at - recorded.created_at).total_seconds()
-    answered: Answered = {**update, "usage": add_usage(update.pop("usage", None), usage),
-                          "status": {"phase": "escalate", "resume_to": update.pop("resume_to", None)}}
+    spent, resume_to = update.pop("usage", None), update.pop("resume_to", None)
+    answered: Answered = {**update, "usage": add_usage(spent, usage), "status": {"phase": "escalate", "resume_to": resume_to}}
     return answered
 
 
