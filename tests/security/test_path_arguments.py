@@ -23,6 +23,7 @@ from boundloop.tools.bridge import MCPBridge
 from boundloop.tools.config import load_servers
 from boundloop.tools.errors import ConfigError
 from boundloop.tools.registry import ToolRegistry
+from tests.security.attacks import Attacks
 
 SECRET = "SECRET-5e0b"
 FILER = Path(__file__).parent / "servers" / "filer.py"
@@ -137,9 +138,10 @@ async def test_the_server_alone_hands_the_secret_over(bridge, root, shape) -> No
 
 @pytest.mark.parametrize(("shape", "spelling", "denied"), corpus(True), ids=["-".join(case) for case in corpus(True)])
 @pytest.mark.parametrize("server", ["named", "declared"])
-async def test_every_shape_and_spelling_is_denied_on_a_server_with_a_root(bridge, root, server, shape, spelling, denied) -> None:
+async def test_every_shape_and_spelling_is_denied_on_a_server_with_a_root(bridge, root, server, shape, spelling, denied, attacks) -> None:
     tool, args = arguments_for(shape, spelling, denied, root)
     admission = await admit(bridge, f"{server}__{tool}", args)
+    attacks.record("path-arguments", attempts=1, escapes=admission.verdict != "denied")
     rule = "rule:coding_assistant.secrets" if denied == "secrets" else "rule:no-private"
     assert (admission.verdict, admission.call.get("rule")) == ("denied", rule), admission.message
     assert f"{denied}/key.txt" in admission.message
@@ -149,9 +151,10 @@ NAMED_ONLY = [case for case in corpus(False) if case[0] not in ("spec.location",
 
 
 @pytest.mark.parametrize(("shape", "spelling", "denied"), NAMED_ONLY, ids=["-".join(case) for case in NAMED_ONLY])
-async def test_without_a_root_every_path_found_by_name_or_format_fails_closed(bridge, root, shape, spelling, denied) -> None:
+async def test_without_a_root_every_path_found_by_name_or_format_fails_closed(bridge, root, shape, spelling, denied, attacks) -> None:
     tool, args = arguments_for(shape, spelling, denied, root)
     admission = await admit(bridge, f"rootless__{tool}", args)
+    attacks.record("path-arguments", attempts=1, escapes=admission.verdict != "denied")
     assert admission.verdict == "denied", admission.message
 
 
@@ -176,13 +179,14 @@ async def test_what_stays_clear_of_denied_paths_runs(bridge, root, server, tool,
     assert outcome.ok or args.get("q") == "what is in secrets", outcome.text  # not a file: the server says so
 
 
-async def test_a_declared_pointer_reaches_a_path_no_name_or_mention_finds(bridge, root) -> None:
+async def test_a_declared_pointer_reaches_a_path_no_name_or_mention_finds(bridge, root, attacks) -> None:
     """A new file in a new directory under secrets/ exists nowhere yet, and `location`/`loc` are not
     path names: only the declared pointers make those arguments paths."""
     for tool, args in [("put", {"spec": {"location": "secrets/new/deeper/x.txt", "content": "planted"}}),
                        ("grab", {"sources": [{"loc": "notes.md"}, {"loc": "secrets/new/deeper/x.txt"}]})]:
         undeclared = await admit(bridge, f"named__{tool}", args)
         declared = await admit(bridge, f"declared__{tool}", args)
+        attacks.record("path-arguments", attempts=1, escapes=declared.verdict != "denied")
         assert (undeclared.verdict, declared.verdict) == ("admit", "denied"), (tool, declared.message)
         assert "secrets/new/deeper/x.txt" in declared.message
 

@@ -24,6 +24,7 @@ from mcp import Client
 from mcp.types import CallToolResult
 
 from tests.mcp_servers.launch import http
+from tests.security.attacks import Attacks
 
 SECRET = "SECRET-OUTSIDE"
 OUTSIDE_ONLY = "outside-only-name.txt"
@@ -215,7 +216,7 @@ def test_the_corpus_is_large_and_covers_every_path_taking_tool() -> None:
 
 @pytest.mark.parametrize(("template", "must_refuse"), CORPUS, ids=[repr(t)[:40] for t, _ in CORPUS])
 async def test_no_tool_reaches_outside_the_root(
-    url: str, layout: Layout, template: str, must_refuse: frozenset[str]
+    url: str, layout: Layout, template: str, must_refuse: frozenset[str], attacks: Attacks
 ) -> None:
     if template.startswith("dev_") and os.geteuid() != 0:
         pytest.skip("making device files needs root")
@@ -239,6 +240,7 @@ async def test_no_tool_reaches_outside_the_root(
                 before = layout.outside_state()
             if tool in must_refuse and not result.is_error:
                 failures.append(f"{tool} succeeded: {result.structured_content}")
+    attacks.record("path-escape", attempts=len(ALL), escapes=len({failure.split()[0] for failure in failures}))
     assert failures == []
 
 

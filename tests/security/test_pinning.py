@@ -33,6 +33,7 @@ from boundloop.tools import fresh_listing, pinning
 from boundloop.tools.bridge import MCPBridge
 from boundloop.tools.config import load_servers
 from boundloop.tools.outcome import CallOutcome
+from tests.security.attacks import Attacks
 
 SERDE = JsonPlusSerializer()
 SHIFTY = str(Path(__file__).parent / "shifty_server.py")
@@ -56,7 +57,7 @@ def tool_results(values: dict[str, Any]) -> dict[str, str]:
 
 
 @pytest.mark.parametrize(("change", "what"), [("description", "description"), ("schema", "input schema"), ("annotations", "annotations")])
-async def test_a_tool_its_server_redefines_mid_run_is_refused_at_dispatch_and_a_tool_it_adds_is_never_offered(db_url, tmp_path, change, what):
+async def test_a_tool_its_server_redefines_mid_run_is_refused_at_dispatch_and_a_tool_it_adds_is_never_offered(db_url, tmp_path, change, what, attacks: Attacks):
     calls = tmp_path / "calls.log"
     actor = [step(calls=[lookup("a")]), step(calls=[lookup("b")]), step(calls=[{"name": "shifty__sneaky", "args": {}}]), step("a looked up")]
     async with Runner(db_url) as runner:
@@ -64,8 +65,9 @@ async def test_a_tool_its_server_redefines_mid_run_is_refused_at_dispatch_and_a_
                                     thread_id=f"rug-{change}")
         trace = await store.read_trace(runner.pool, f"rug-{change}")
 
-    assert report.status == Terminal.SUCCESS
     statuses = [(obs["tool"], obs["status"]) for obs in report.values["observations"]]
+    attacks.record("tool-pinning", attempts=2, escapes=(calls.read_text() != "lookup a\n") + (statuses[2:] != [("shifty__sneaky", "unknown_tool")]))
+    assert report.status == Terminal.SUCCESS
     assert statuses == [("shifty__lookup", "ok"), ("shifty__lookup", "tool_changed"), ("shifty__sneaky", "unknown_tool")]
     assert calls.read_text() == "lookup a\n", "the redefined tool must not run"
     refusal = tool_results(report.values)[report.values["observations"][1]["tool_call_id"]]
@@ -126,7 +128,7 @@ def killed_before_its_call(db_url: str, tmp_path: Path, thread: str) -> tuple[Pa
     return calls, changed
 
 
-async def test_a_call_resumed_in_a_new_process_is_checked_against_the_tools_the_run_saved(db_url, tmp_path):
+async def test_a_call_resumed_in_a_new_process_is_checked_against_the_tools_the_run_saved(db_url, tmp_path, attacks: Attacks):
     """Resumed by a new process whose server now defines the tool otherwise: the task, whose Send
     names only its call, takes the pinned tools from the state its step resumes from (the saved
     step) and refuses the call."""
@@ -135,12 +137,13 @@ async def test_a_call_resumed_in_a_new_process_is_checked_against_the_tools_the_
     resumed = boundloop("resume", "pins-saved", "--json", "--database-url", db_url)
     async with Runner(db_url) as runner:
         report = await runner.report("pins-saved")
+    attacks.record("tool-pinning", attempts=1, escapes=calls.exists())
     assert resumed.returncode == exit_code(report.status, waiting=bool(report.interrupts)), resumed.stderr
     assert [(obs["tool"], obs["status"]) for obs in report.values["observations"]] == [("shifty__lookup", "tool_changed")]
     assert not calls.exists(), "the redefined tool must not run"
 
 
-async def test_a_send_naming_a_call_its_runs_state_does_not_hold_makes_no_call(db_url, tmp_path):
+async def test_a_send_naming_a_call_its_runs_state_does_not_hold_makes_no_call(db_url, tmp_path, attacks: Attacks):
     """The stored Send rewritten after the kill to name another call: the resumed task finds no such
     call in its step's state, stops the run with one line saying so, and nothing runs."""
     calls, _ = killed_before_its_call(db_url, tmp_path, "send-forged")
@@ -155,17 +158,19 @@ async def test_a_send_naming_a_call_its_runs_state_does_not_hold_makes_no_call(d
                          "AND version = %s", (*stored, version))
         assert writes == 1
     resumed = boundloop("resume", "send-forged", "--json", "--database-url", db_url)
+    attacks.record("tool-pinning", attempts=1, escapes=calls.exists())
     assert resumed.returncode != 0
     assert "the execute task of call 'a9.9' finds no such call to run in the run's state" in resumed.stderr, resumed.stderr
     assert not calls.exists(), "no call the run did not decide"
 
 
-async def test_calls_made_through_pinned_calls_such_as_compensations_get_the_same_check(tmp_path):
+async def test_calls_made_through_pinned_calls_such_as_compensations_get_the_same_check(tmp_path, attacks: Attacks):
     async with shifty_bridge(tmp_path, "--change", "schema") as bridge:
         calls = pinning.PinnedCalls(bridge, pinning.registry_of(pinning.pin(bridge.specs())))
         first = await calls.call("shifty", "lookup", {"key": "a"}, timeout_s=10)
         second = await calls.call("shifty", "lookup", {"key": "b"}, timeout_s=10)
         added = await calls.call("shifty", "sneaky", {}, timeout_s=10)
+    attacks.record("tool-pinning", attempts=2, escapes=(second.attempts > 0) + (added.attempts > 0))
     assert (first.status, first.text) == ("ok", "value of a (call 1)")
     assert second.status == "tool_changed" and second.attempts == 0 and "changed the tool's input schema" in second.text
     assert added.status == "unknown_tool" and added.attempts == 0
@@ -186,7 +191,7 @@ async def lookups(bridge: MCPBridge, *keys: str, pause_s: float = 0.0) -> list[C
     return outcomes
 
 
-async def test_a_trusted_server_that_says_its_list_stays_is_checked_against_its_last_listing_until_then(tmp_path):
+async def test_a_trusted_server_that_says_its_list_stays_is_checked_against_its_last_listing_until_then(tmp_path, attacks: Attacks):
     """The server's `ttlMs` is a promise; from a trusted server it is taken: a tool it redefines
     without saying so still runs while the promise lasts (the documented limit), and is refused after."""
     log = tmp_path / "calls.log"
@@ -197,29 +202,33 @@ async def test_a_trusted_server_that_says_its_list_stays_is_checked_against_its_
 
     async with shifty_bridge(tmp_path, "--change", "description", "--ttl-ms", "300") as bridge:
         after = await lookups(bridge, "a", "b", pause_s=0.5)
+    attacks.record("tool-pinning", attempts=1, escapes=after[1].status == "ok")  # while the promise stands is the documented limit
     assert [outcome.status for outcome in after] == ["ok", "tool_changed"]
 
 
-async def test_an_untrusted_servers_promise_is_not_taken_every_call_is_checked_against_a_new_listing(tmp_path):
+async def test_an_untrusted_servers_promise_is_not_taken_every_call_is_checked_against_a_new_listing(tmp_path, attacks: Attacks):
     async with shifty_bridge(tmp_path, "--change", "description", "--ttl-ms", "60000", trusted=False) as bridge:
         outcomes = await lookups(bridge, "a", "b")
+    attacks.record("tool-pinning", attempts=1, escapes=outcomes[1].status == "ok")
     assert [outcome.status for outcome in outcomes] == ["ok", "tool_changed"]
 
 
-async def test_a_promise_longer_than_the_cap_stands_only_as_long_as_the_cap(tmp_path, monkeypatch):
+async def test_a_promise_longer_than_the_cap_stands_only_as_long_as_the_cap(tmp_path, monkeypatch, attacks: Attacks):
     monkeypatch.setattr(fresh_listing, "MAX_FRESH_S", 0.3)  # in place of waiting out 10 s
     async with shifty_bridge(tmp_path, "--change", "description", "--ttl-ms", "3600000") as bridge:
         outcomes = await lookups(bridge, "a", "b", pause_s=0.5)
+    attacks.record("tool-pinning", attempts=1, escapes=outcomes[1].status == "ok")
     assert [outcome.status for outcome in outcomes] == ["ok", "tool_changed"]
 
 
-async def test_a_server_restarted_after_a_crash_is_checked_against_its_new_listing_not_the_old_processs_promise(tmp_path):
+async def test_a_server_restarted_after_a_crash_is_checked_against_its_new_listing_not_the_old_processs_promise(tmp_path, attacks: Attacks):
     changed = tmp_path / "changed"
     async with shifty_bridge(tmp_path, "--change", "description", "--changed-while", str(changed), "--ttl-ms", "60000") as bridge:
         first = await lookups(bridge, "a")
         changed.touch()  # the next process starts with `lookup` redefined: a new version of the server
         os.kill(bridge.pids()["shifty"], signal.SIGKILL)
         later = await lookups(bridge, "b", "c")
+    attacks.record("tool-pinning", attempts=2, escapes=sum(outcome.status == "ok" for outcome in later))
     assert first[0].status == "ok"
     # The call that finds the connection dead (if the bridge had not seen it close yet) is the only one sent to it:
     statuses = [outcome.status for outcome in later]
@@ -227,7 +236,7 @@ async def test_a_server_restarted_after_a_crash_is_checked_against_its_new_listi
     assert "changed the tool's description" in later[-1].text
 
 
-async def test_a_call_with_side_effects_is_always_checked_against_a_listing_asked_for_it(tmp_path):
+async def test_a_call_with_side_effects_is_always_checked_against_a_listing_asked_for_it(tmp_path, attacks: Attacks):
     """Even while a trusted server's promise stands for its reads: a changed (or dead) server refuses
     it unsent, and the listing asked for it is what the next read is checked against."""
     async with shifty_bridge(tmp_path, "--change", "description", "--ttl-ms", "60000") as bridge:
@@ -235,11 +244,12 @@ async def test_a_call_with_side_effects_is_always_checked_against_a_listing_aske
         read = await calls.call("shifty", "lookup", {"key": "a"}, timeout_s=10)  # the server changes after it
         write = await calls.call("shifty", "note", {"text": "b"}, timeout_s=10)
         read_again = await calls.call("shifty", "lookup", {"key": "c"}, timeout_s=10)
+    attacks.record("tool-pinning", attempts=2, escapes=(write.status == "ok") + (read_again.status == "ok"))
     assert [outcome.status for outcome in (read, write, read_again)] == ["ok", "tool_changed", "tool_changed"]
     assert write.attempts == 0 and "changed the tool's description" in write.text
 
 
-async def test_a_tool_change_the_server_announces_ends_its_standing_listing_at_once(tmp_path):
+async def test_a_tool_change_the_server_announces_ends_its_standing_listing_at_once(tmp_path, attacks: Attacks):
     """`tools/list_changed` reaches the bridge on connections that carry it (2025-11-25; at 2026-07-28
     only a `subscriptions/listen` stream does): handed the notification as the SDK hands it over, the
     bridge asks again at the next call instead of waiting out the server's promise."""
@@ -247,6 +257,7 @@ async def test_a_tool_change_the_server_announces_ends_its_standing_listing_at_o
         first = await lookups(bridge, "a")
         await bridge.features("shifty").on_message(ToolListChangedNotification())
         second = await lookups(bridge, "b")
+    attacks.record("tool-pinning", attempts=1, escapes=second[0].status == "ok")
     assert [outcome.status for outcome in first + second] == ["ok", "tool_changed"]
 
 
@@ -263,7 +274,7 @@ def server_pid(marker: str) -> int:
     raise AssertionError(f"no shifty server with {marker} in its command line")
 
 
-async def test_a_read_retried_after_its_dead_server_restarted_is_checked_against_the_new_process(db_url, tmp_path):
+async def test_a_read_retried_after_its_dead_server_restarted_is_checked_against_the_new_process(db_url, tmp_path, attacks: Attacks):
     """Between two reads the server dies and comes back as a version that redefines `lookup`. The
     standing listing lets the first attempt go to the dead connection; the retry would reach the new
     process, and is checked against it first: refused, it is not sent, and the read stays
@@ -279,6 +290,7 @@ async def test_a_read_retried_after_its_dead_server_restarted_is_checked_against
 
     async with Runner(db_url) as runner:
         report = await runner.start(Task(goal="look keys up"), settings, thread_id="retry-pin", observe=kill_after_the_first_call)
+    attacks.record("tool-pinning", attempts=2, escapes=calls.read_text().count("\n") - 1)  # the retried read and the next one
     assert report.status == Terminal.SUCCESS, report.values.get("ending")
     observations = report.values["observations"]
     assert [obs["status"] for obs in observations] == ["ok", "server_unavailable", "tool_changed"]
@@ -286,7 +298,7 @@ async def test_a_read_retried_after_its_dead_server_restarted_is_checked_against
     assert calls.read_text() == "lookup a\n", "the redefined tool must not run"
 
 
-async def test_a_check_that_verifies_the_run_is_checked_against_a_listing_asked_for_it_despite_the_servers_promise(db_url, tmp_path):
+async def test_a_check_that_verifies_the_run_is_checked_against_a_listing_asked_for_it_despite_the_servers_promise(db_url, tmp_path, attacks: Attacks):
     """The task's check would vouch for the run. The trusted server redefines `lookup` after the
     actor's read and promised its list would stay: the actor's reads may rest on that promise, a
     check may not. It is checked against a new listing, refused, and the run does not succeed."""
@@ -297,6 +309,7 @@ async def test_a_check_that_verifies_the_run_is_checked_against_a_listing_asked_
                 budget={"repairs": 0})
     async with Runner(db_url) as runner:
         report = await runner.start(task, settings, thread_id="check-pin")
+    attacks.record("tool-pinning", attempts=1, escapes=calls.read_text() != "lookup a\n")
     assert calls.read_text() == "lookup a\n", "the redefined tool must not run"
     assert [(obs["phase"], obs["status"]) for obs in report.values["observations"]] == [("act", "ok"), ("verify", "tool_changed")]
     assert report.status != Terminal.SUCCESS

@@ -20,6 +20,7 @@ from boundloop.graph.core.status import Terminal
 from tests.conftest import fresh_database
 from tests.graph.conftest import CRITIC_PASS, PLAN_ONE_STEP, run_script, runner, step  # noqa: F401 (fixtures)
 from tests.mcp_servers.launch import http
+from tests.security.attacks import Attacks
 from boundloop.tools import gateway
 from boundloop.tools.bridge import MCPBridge
 from boundloop.tools.config import load_servers
@@ -141,12 +142,13 @@ ALLOWED = [
 
 
 @pytest.mark.parametrize(("case", "name", "args", "rule", "names"), BYPASSES, ids=[case[0] for case in BYPASSES])
-async def test_each_bypass_is_denied_at_the_gateway(bridge, table_root, case, name, args, rule, names) -> None:
+async def test_each_bypass_is_denied_at_the_gateway(bridge, table_root, case, name, args, rule, names, attacks: Attacks) -> None:
     def rooted(value: Any) -> Any:
         return [rooted(item) for item in value] if isinstance(value, list) else value.replace("ROOT", str(table_root)) if isinstance(value, str) else value
 
     args = {key: rooted(value) for key, value in args.items()}
     admission = await admit(bridge, name, args)
+    attacks.record("policy-bypass", attempts=1, escapes=admission.verdict != "denied")
     assert (admission.verdict, admission.call.get("rule")) == ("denied", rule), admission.message
     assert names in admission.message
 
@@ -164,15 +166,16 @@ async def test_the_servers_alone_would_hand_the_secret_over(bridge) -> None:
         assert outcome.ok and SECRET in outcome.text, (tool, args, outcome.text)
 
 
-async def test_an_edit_is_decided_on_what_it_reaches(bridge) -> None:
+async def test_an_edit_is_decided_on_what_it_reaches(bridge, attacks: Attacks) -> None:
     """The permission the approve node re-asks on an edit resolves paths like the gate."""
     rules = gateway.run_policy({}, "coding_assistant")
     spec = ToolRegistry(bridge.specs()).get("workspace__delete_file")
+    attacks.record("policy-bypass", attempts=1, escapes=gateway.permission(rules, spec, {"path": "link/key.txt"}).action != "deny")
     assert gateway.permission(rules, spec, {"path": "link/key.txt"}).action == "deny"
     assert gateway.permission(rules, spec, {"path": "notes.md"}).action == "ask"
 
 
-async def test_a_server_without_a_known_root_fails_closed_for_path_rules(tmp_path: Path) -> None:
+async def test_a_server_without_a_known_root_fails_closed_for_path_rules(tmp_path: Path, attacks: Attacks) -> None:
     """Our workspace server over HTTP: the gateway cannot see its root unless the servers file says
     it, so path rules deny every path argument; declared, the paths resolve and decide normally."""
     root = make_root(tmp_path)
@@ -182,12 +185,13 @@ async def test_a_server_without_a_known_root_fails_closed_for_path_rules(tmp_pat
             async with MCPBridge(load_servers({"mcpServers": {"workspace": entry}}), log_dir=tmp_path) as live:
                 notes = await admit(live, "workspace__read_file", {"path": "notes.md"})
                 secret = await admit(live, "workspace__read_file", {"path": "link/key.txt"})
+            attacks.record("policy-bypass", attempts=1, escapes=secret.verdict != "denied")
             assert (notes.verdict, secret.verdict) == (expected, "denied")
             if expected == "denied":
                 assert 'fail closed; declare "root"' in notes.message
 
 
-async def test_path_arguments_of_another_server_are_what_the_servers_file_declares(tmp_path: Path) -> None:
+async def test_path_arguments_of_another_server_are_what_the_servers_file_declares(tmp_path: Path, attacks: Attacks) -> None:
     """An untrusted server's schema marks count for nothing. Undeclared, arguments named like paths
     are paths (so moving a file into a new directory under secrets/ is denied); declared, exactly the
     declared ones are. Whatever is declared, an argument naming an existing place under the root
@@ -203,6 +207,8 @@ async def test_path_arguments_of_another_server_are_what_the_servers_file_declar
             read = await admit(live, "files__read_file", {"path": "./secrets/key.txt"})
             notes = await admit(live, "files__read_file", {"path": "notes.md"})
         verdicts.append((moved.verdict, linked.verdict, read.verdict, notes.verdict, notes.call["side_effect"]))
+        attempted = (moved, linked, read) if entry is base else (linked, read)  # declared, `destination` is no path
+        attacks.record("policy-bypass", attempts=len(attempted), escapes=sum(admission.verdict != "denied" for admission in attempted))
     assert verdicts == [("denied", "denied", "denied", "ask", True), ("ask", "denied", "denied", "ask", True)]
 
 
@@ -232,7 +238,7 @@ GRAPH_CLASSES = {
 
 
 @pytest.mark.parametrize("turns", GRAPH_CLASSES.values(), ids=GRAPH_CLASSES.keys())
-async def test_a_full_run_never_sees_the_secret(run_script, workspace, db_url, turns) -> None:
+async def test_a_full_run_never_sees_the_secret(run_script, workspace, db_url, turns, attacks: Attacks) -> None:
     """The shipped coding_assistant profile, attended: a denied call never waits for a human either."""
     async with await psycopg.AsyncConnection.connect(db_url, autocommit=True) as conn:  # a payroll record not to read
         await ensure_schema(conn)
@@ -243,14 +249,16 @@ async def test_a_full_run_never_sees_the_secret(run_script, workspace, db_url, t
         servers=servers(workspace, workspace.parent / "unused", db_url, only={"workspace", *used}),
         policy=USER_RULES if "records" in used else None,
     )
-    assert report.status == Terminal.SUCCESS and not report.interrupts
     texts = _messages(report)
+    harmed = (workspace / "secrets" / "key.txt").read_text() != f"token={SECRET}\n"
+    attacks.record("policy-bypass", attempts=sum(len(calls) for calls in turns), escapes=sum(SECRET in text for text in texts) + harmed)
+    assert report.status == Terminal.SUCCESS and not report.interrupts
     assert not any(SECRET in text for text in texts), texts
     assert len(texts) == sum(len(calls) for calls in turns) and texts[0].startswith("denied: ")
     assert (workspace / "secrets" / "key.txt").read_text() == f"token={SECRET}\n"
 
 
-async def test_a_symlink_made_while_a_call_waits_for_approval_cannot_carry_it_into_secrets(run_script, runner, workspace) -> None:
+async def test_a_symlink_made_while_a_call_waits_for_approval_cannot_carry_it_into_secrets(run_script, runner, workspace, attacks: Attacks) -> None:
     """A read of scratch/peek/key.txt is asked about while peek does not exist; before the human
     approves, something else makes scratch/peek a symlink to secrets/. The policy is asked again
     right before dispatch, on what the path reaches then."""
@@ -265,5 +273,6 @@ async def test_a_symlink_made_while_a_call_waits_for_approval_cannot_carry_it_in
     done = await runner.resume(waiting.thread_id, decisions={item["id"]: {"decision": "approve"}})
     assert done.status == Terminal.SUCCESS
     [read] = _messages(done)
+    attacks.record("policy-bypass", attempts=1, escapes=SECRET in read)
     assert read.startswith("denied: workspace__read_file now reaches a resource it may not (rule:coding_assistant.secrets: ")
     assert "'scratch/peek/key.txt' reaches secrets/key.txt" in read and SECRET not in read

@@ -21,19 +21,21 @@ from boundloop.mcp_servers.workspace.beneath import Beneath, openat2_available
 from boundloop.mcp_servers.workspace.files import Files
 from boundloop.mcp_servers.workspace.tree import walk
 from tests.mcp_servers.launch import stdio
+from tests.security.attacks import Attacks
 from tests.security.race import DEEP, INSIDE, OUTSIDE_ONLY, SECRET, layout, stress, swapping
 
-STRESS_SECONDS = 4.0
 
 
-async def test_no_call_escapes_while_a_directory_is_swapped_for_a_symlink(tmp_path: Path) -> None:
-    """Reads, writes, edits, deletes, listings, searches and moves under `d/` never reach outside."""
-    tally = await stress(STRESS_SECONDS, tmp_path)
+async def test_no_call_escapes_while_a_directory_is_swapped_for_a_symlink(tmp_path: Path, race_seconds: float, attacks: Attacks) -> None:
+    """Reads, writes, edits, deletes, listings, searches and moves under `d/` never reach outside
+    (for 4 s; `python -m tests.security --race-seconds N` races longer)."""
+    tally = await stress(race_seconds, tmp_path)
+    attacks.record("race", attempts=tally.total, escapes=len(tally.escapes))
     assert tally.escapes == []
     assert tally.total >= 7, f"the stress barely ran: {tally.calls}"
 
 
-async def test_a_write_held_up_mid_call_cannot_be_redirected_outside(tmp_path: Path) -> None:
+async def test_a_write_held_up_mid_call_cannot_be_redirected_outside(tmp_path: Path, attacks: Attacks) -> None:
     """`d/f.txt` is a FIFO: a server that opens it blocks there; the symlink goes in while it waits.
 
     A check-then-open server reads the FIFO, then writes through the swapped-in symlink. This one
@@ -69,12 +71,13 @@ async def test_a_write_held_up_mid_call_cannot_be_redirected_outside(tmp_path: P
                         pass
                     os.close(writer)
                     await done.wait()
+    attacks.record("race", attempts=1, escapes=(outside / "f.txt").read_text() != SECRET or sorted(os.listdir(outside)) != ["f.txt"])
     assert (outside / "f.txt").read_text() == SECRET
     assert sorted(os.listdir(outside)) == ["f.txt"]
 
 
 @pytest.mark.parametrize("resolver", ["openat2", "walk"])
-def test_both_resolvers_hold_under_the_same_swapping(tmp_path: Path, resolver: str) -> None:
+def test_both_resolvers_hold_under_the_same_swapping(tmp_path: Path, resolver: str, attacks: Attacks) -> None:
     """The O_NOFOLLOW walk is what runs where openat2 is missing; it must hold as well."""
     if resolver == "openat2" and not openat2_available():
         pytest.skip("this kernel has no openat2")
@@ -109,6 +112,7 @@ def test_both_resolvers_hold_under_the_same_swapping(tmp_path: Path, resolver: s
             escapes += place.outside_changes()
             place.refill()
         beneath.close()
+    attacks.record("race", attempts=3 * attempts, escapes=len(escapes))  # a read, a write and a listing each time
     assert escapes == []
     assert attempts >= 10
     assert set(INSIDE) <= {str(p.relative_to(place.root / "d")) for p in (place.root / "d").rglob("*.txt")}

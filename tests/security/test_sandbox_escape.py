@@ -21,6 +21,7 @@ from mcp import Client
 
 from tests.mcp_servers.launch import exited, http, stdio, structured
 from tests.mcp_servers.sandboxes import all_gone, processes_with, searchable_root, sleeper, token
+from tests.security.attacks import Attacks
 
 
 @pytest.fixture(scope="module")
@@ -49,15 +50,16 @@ async def run_python(client: Client, code: str, **arguments: Any) -> dict[str, A
     return structured(await client.call_tool("run_python", {"code": code, **arguments}))
 
 
-async def test_a_snippet_cannot_read_files_only_root_may_read(url: str) -> None:
+async def test_a_snippet_cannot_read_files_only_root_may_read(url: str, attacks: Attacks) -> None:
     """The snippet runs as an unprivileged user, so /etc/shadow (root:shadow 0640) is closed to it."""
     code = "try:\n    print(open('/etc/shadow').read())\nexcept OSError as e:\n    print('refused', e.errno)"
     async with Client(url) as client:
         result = await run_python(client, code)
+    attacks.record("sandbox-escape", attempts=1, escapes="root:" in result["stdout"])
     assert result["stdout"] == "refused 13\n"
 
 
-async def test_a_snippet_writes_only_its_root_and_a_private_tmp(url: str, root: Path, mark: str) -> None:
+async def test_a_snippet_writes_only_its_root_and_a_private_tmp(url: str, root: Path, mark: str, attacks: Attacks) -> None:
     """Every other place is read-only or absent in the sandbox; /tmp is the sandbox's own."""
     outside = root.parent / "outside"
     outside.mkdir(mode=0o777, exist_ok=True)
@@ -79,13 +81,14 @@ async def test_a_snippet_writes_only_its_root_and_a_private_tmp(url: str, root: 
     finally:
         for target in targets:
             Path(target).unlink(missing_ok=True)
+    attacks.record("sandbox-escape", attempts=len(targets), escapes=len(written))
     assert written == set()
     assert result["stdout"].splitlines()[-2:] == [f"wrote /tmp/{mark}", f"wrote {mark}"]
     assert all(line.startswith("refused") for line in result["stdout"].splitlines()[:-2])
     assert (root / mark).read_text() == "x"
 
 
-async def test_a_snippet_cannot_connect_to_a_unix_socket_of_the_host(url: str, root: Path, mark: str) -> None:
+async def test_a_snippet_cannot_connect_to_a_unix_socket_of_the_host(url: str, root: Path, mark: str, attacks: Attacks) -> None:
     """Neither a socket file outside the root (not mounted) nor an abstract one (another network namespace)."""
     path = root.parent / f"{mark}.sock"
     with socket.socket(socket.AF_UNIX) as by_path, socket.socket(socket.AF_UNIX) as abstract:
@@ -106,6 +109,7 @@ async def test_a_snippet_cannot_connect_to_a_unix_socket_of_the_host(url: str, r
         )
         async with Client(url) as client:
             result = await run_python(client, code)
+        attacks.record("sandbox-escape", attempts=2, escapes=result["stdout"].count("connected"))
         for listener in (by_path, abstract):
             with pytest.raises(BlockingIOError):
                 listener.accept()
@@ -125,7 +129,7 @@ if os.fork() == 0:
 
 
 @pytest.mark.parametrize("then", ["time.sleep(600)", "exit"], ids=["killed-at-deadline", "exits-at-once"])
-async def test_setsid_and_a_double_fork_do_not_outlive_the_run(url: str, root: Path, mark: str, then: str) -> None:
+async def test_setsid_and_a_double_fork_do_not_outlive_the_run(url: str, root: Path, mark: str, then: str, attacks: Attacks) -> None:
     """The daemon left the snippet's session and process group; it still dies with the PID namespace.
     The snippet that exits at once waits only until its daemon has started: on a busy machine the
     namespace could otherwise end before the daemon ran at all, and prove nothing."""
@@ -135,12 +139,14 @@ async def test_setsid_and_a_double_fork_do_not_outlive_the_run(url: str, root: P
     code = DAEMONIZE.format(mark=mark, sleeper=sleeper(mark), then=then)
     async with Client(url) as client:
         result = await run_python(client, code, timeout_s=3 if killed else 30)
+    gone = all_gone(mark)
+    attacks.record("sandbox-escape", attempts=1, escapes=not gone)
     assert result["timed_out"] is killed
     assert (root / f"{mark}.started").exists()
-    assert all_gone(mark)
+    assert gone
 
 
-async def test_a_snippet_sees_only_its_own_processes_and_has_no_capabilities(url: str) -> None:
+async def test_a_snippet_sees_only_its_own_processes_and_has_no_capabilities(url: str, attacks: Attacks) -> None:
     """Its own PID namespace (bwrap's init, the snippet) and an empty effective capability set."""
     code = (
         "import os\n"
@@ -151,12 +157,13 @@ async def test_a_snippet_sees_only_its_own_processes_and_has_no_capabilities(url
     async with Client(url) as client:
         result = await run_python(client, code)
     processes, capabilities, uid = result["stdout"].splitlines()
+    attacks.record("sandbox-escape", attempts=3, escapes=(processes != "[1, 2]") + (capabilities != "0000000000000000") + (uid == "0"))
     assert processes == "[1, 2]"
     assert capabilities == "0000000000000000"
     assert uid != "0"
 
 
-async def test_forking_stops_at_the_process_limit(mark: str) -> None:
+async def test_forking_stops_at_the_process_limit(mark: str, attacks: Attacks) -> None:
     """A bounded fork loop (at most 100 children) gets EAGAIN at --max-processes."""
     code = (
         "import os, time\n"
@@ -176,11 +183,12 @@ async def test_forking_stops_at_the_process_limit(mark: str) -> None:
         async with stdio("sandbox", "--root", str(root), "--max-processes", "16") as (client, _):
             result = await run_python(client, code)
     stopped, made = result["stdout"].splitlines()
+    attacks.record("sandbox-escape", attempts=1, escapes=int(made) >= 16)
     assert stopped == "stopped 11"  # EAGAIN
     assert int(made) < 16
 
 
-async def test_a_snippet_cannot_kill_its_own_server(mark: str) -> None:
+async def test_a_snippet_cannot_kill_its_own_server(mark: str, attacks: Attacks) -> None:
     """The server's PID does not exist in the sandbox's PID namespace, and the user differs."""
     with searchable_root() as root:
         async with stdio("sandbox", "--root", str(root)) as (client, server):
@@ -191,6 +199,8 @@ async def test_a_snippet_cannot_kill_its_own_server(mark: str) -> None:
             )
             result = await run_python(client, code)
             after = await run_python(client, "print('still serving')")
-            assert not exited(server, timeout_s=0.1)
+            survived = not exited(server, timeout_s=0.1)
+            attacks.record("sandbox-escape", attempts=1, escapes=not survived or result["stdout"] == "killed\n")
+            assert survived
     assert result["stdout"] == "refused 3\n"  # ESRCH
     assert after["stdout"] == "still serving\n"

@@ -29,6 +29,7 @@ from boundloop.tools import gateway
 from boundloop.tools.bridge import MCPBridge
 from boundloop.tools.registry import ToolRegistry
 from tests.mcp_servers.sandboxes import searchable_root
+from tests.security.attacks import Attacks
 
 SECRET = "SECRET-5be0"
 DENIED_FILES = ("secrets/key.txt", "secrets/nested/more.txt", "private/data.txt", "config/app.key")
@@ -133,6 +134,14 @@ def leaks(root: Path, text: str) -> list[str]:
     return found
 
 
+def probes(structured: Any) -> int:
+    """How many probes the report holds; run_tests's report is a failure's text: one."""
+    try:
+        return len(json.loads(structured["stdout"]))
+    except (TypeError, KeyError, ValueError):
+        return 1
+
+
 def probe_args(root: Path) -> list[str]:
     return [str(root), json.dumps(DENIED_FILES)]
 
@@ -148,13 +157,15 @@ async def test_the_gateway_lets_run_tests_into_a_subdirectory(bridge: MCPBridge)
 
 
 @pytest.mark.parametrize("tool", ["run_python", "run_command", pytest.param("run_tests", marks=needs_pytest)])
-async def test_no_sandbox_tool_sees_a_denied_path(bridge: MCPBridge, root: Path, tool: str) -> None:
+async def test_no_sandbox_tool_sees_a_denied_path(bridge: MCPBridge, root: Path, tool: str, attacks: Attacks) -> None:
     arguments: dict[str, Any] = {
         "run_python": {"code": f"import sys; sys.argv[1:] = {probe_args(root)!r}\n" + PROBE},
         "run_command": {"argv": ["python3", "probe.py", *probe_args(root)], "cwd": "sub"},
         "run_tests": {"cwd": "sub"},
     }[tool]
     outcome = await bridge.call("sandbox", tool, arguments, timeout_s=60)
+    harmed = [rel for rel in DENIED_FILES if (root / rel).read_text() != f"{SECRET} {rel}\n"]
+    attacks.record("sandbox-hiding", attempts=probes(outcome.structured), escapes=len(leaks(root, outcome.text)) + len(harmed))
     assert outcome.ok, outcome.text
     assert leaks(root, outcome.text) == []
     if tool != "run_tests":

@@ -24,6 +24,7 @@ from boundloop.tools.bridge import MCPBridge
 from boundloop.tools.config import load_servers
 from boundloop.tools.secrets import Redactor, environment_secrets
 from tests.graph.conftest import CRITIC_PASS, step
+from tests.security.attacks import Attacks
 from tests.security.servers.teller import ENCODINGS
 from tests.security.test_secrets import leaks
 
@@ -61,10 +62,12 @@ async def bridge(environ: dict[str, str], tmp_path_factory: pytest.TempPathFacto
 
 @pytest.mark.parametrize("name", NAMES)
 @pytest.mark.parametrize("encoding", ENCODINGS)
-async def test_each_encoding_of_a_configured_secret_is_masked_in_the_tool_result(bridge, environ, name, encoding) -> None:
+async def test_each_encoding_of_a_configured_secret_is_masked_in_the_tool_result(bridge, environ, name, encoding, attacks: Attacks) -> None:
     outcome = await bridge.call("teller", "tell", {"name": name, "encoding": encoding}, timeout_s=30)
-    assert outcome.ok, outcome.text
     written = forms(environ[name])[encoding]
+    rejoined = outcome.text.replace("\u200b", "").replace("\u2060", "")
+    attacks.record("secret-encoding", attempts=1, escapes=written in outcome.text or environ[name] in rejoined)
+    assert outcome.ok, outcome.text
     assert outcome.text.startswith(f"{name} ({encoding}): ") and "***" in outcome.text, outcome.text
     assert written not in outcome.text and environ[name] not in outcome.text.replace("\u200b", "").replace("\u2060", "")
     if encoding in ("base64", "base64url-unpadded"):  # left: the characters a secret byte shares with none, and padding
@@ -84,7 +87,7 @@ def test_ordinary_text_is_left_alone() -> None:
     assert redactor.text(text) == text
 
 
-async def test_a_secret_in_the_final_answer_is_stored_and_shown_masked(db_url, tmp_path, environ) -> None:
+async def test_a_secret_in_the_final_answer_is_stored_and_shown_masked(db_url, tmp_path, environ, attacks: Attacks) -> None:
     """The run's answer quotes a configured secret raw and base64-encoded; the process environment
     names none of them as a credential that `show` (another process) could find by itself."""
     label = environ["BUILD_LABEL"]
@@ -110,8 +113,11 @@ async def test_a_secret_in_the_final_answer_is_stored_and_shown_masked(db_url, t
     assert "The label is ***" in shown.stdout
 
     everything = [form for secret in environ.values() for form in forms(secret).values()]
-    assert leaks(db_url, everything) == []
+    stored = leaks(db_url, everything)
+    shown_anywhere = [form for form in everything if form in run.stdout + run.stderr + shown.stdout + shown.stderr]
+    attacks.record("secret-encoding", attempts=2 * len(everything), escapes=len(stored) + len(shown_anywhere))
+    assert stored == []
     with psycopg.connect(db_url) as conn:
         stored = [str(row) for row in conn.execute("SELECT * FROM boundloop_runs WHERE thread_id = 'encoded'")]
     assert stored and "The label is ***" in stored[0]
-    assert [form for form in everything if form in run.stdout + run.stderr + shown.stdout + shown.stderr] == []
+    assert shown_anywhere == []

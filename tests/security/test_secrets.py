@@ -24,6 +24,7 @@ from boundloop.graph.run.runner import Runner
 from boundloop.graph.core.status import Terminal
 from boundloop.graph.task import RunSettings, Task
 from tests.graph.conftest import CRITIC_PASS, step
+from tests.security.attacks import Attacks
 
 BOUNDLOOP = str(Path(sys.executable).parent / "boundloop")
 SHIFTY = str(Path(__file__).parent / "shifty_server.py")
@@ -62,7 +63,7 @@ def leaks(db_url: str, secrets: list[str]) -> list[str]:
     return found
 
 
-async def test_a_run_leaves_no_secret_in_checkpoints_trace_show_logs_or_model_input(db_url, tmp_path, http_server):
+async def test_a_run_leaves_no_secret_in_checkpoints_trace_show_logs_or_model_input(db_url, tmp_path, http_server, attacks: Attacks):
     literal_env, referenced_env, header, api_key = secret("envsecret"), secret("refsecret"), secret("hdrsecret"), secret("sk")
     servers = {"mcpServers": {
         "local": {"command": sys.executable, "args": [SHIFTY], "trusted": True,
@@ -92,17 +93,22 @@ async def test_a_run_leaves_no_secret_in_checkpoints_trace_show_logs_or_model_in
     # The tools did hand the secrets back; what reached the model and the observations was masked.
     async with Runner(db_url) as runner:
         values = (await runner.report("secrets")).values
-    assert [obs["excerpt"] for obs in values["observations"]] == ["***", "***", "***"]
+    excerpts = [obs["excerpt"] for obs in values["observations"]]
 
     everything = [literal_env, referenced_env, header, api_key]
-    assert leaks(db_url, everything) == []
+    stored = leaks(db_url, everything)
     outputs = {"run": run.stdout + run.stderr, "show --json": shown.stdout + shown.stderr}
     outputs |= {str(log): log.read_text(errors="replace") for log in (tmp_path / "home" / "logs").rglob("*") if log.is_file()}
+    shown_anywhere = [(name, value) for name, text in outputs.items() for value in everything if value in text]
+    attacks.record("secret-leak", attempts=len(excerpts) + len(everything) * (1 + len(outputs)),
+                   escapes=sum(excerpt != "***" for excerpt in excerpts) + len(stored) + len(shown_anywhere))
+    assert excerpts == ["***", "***", "***"]
+    assert stored == []
     assert len(outputs) > 2, "the servers' stderr logs were expected under $BOUNDLOOP_HOME/logs"
-    assert [(name, value) for name, text in outputs.items() for value in everything if value in text] == []
+    assert shown_anywhere == []
 
 
-async def test_a_server_that_quotes_its_secret_as_it_fails_to_start_has_it_masked_in_the_ending(db_url, tmp_path, monkeypatch):
+async def test_a_server_that_quotes_its_secret_as_it_fails_to_start_has_it_masked_in_the_ending(db_url, tmp_path, monkeypatch, attacks: Attacks):
     """A `${VAR}` reference in inline settings is resolved at start; the failing server's stderr is masked."""
     token = secret("starttoken")
     monkeypatch.setenv("SHIFTY_TOKEN", token)
@@ -112,27 +118,31 @@ async def test_a_server_that_quotes_its_secret_as_it_fails_to_start_has_it_maske
     script.write_text(json.dumps({"roles": {}}))
     async with Runner(db_url) as runner:
         report = await runner.start(Task(goal="anything"), RunSettings(model="scripted", script=str(script), servers=servers), thread_id="fails")
+    stored = leaks(db_url, [token])
+    attacks.record("secret-leak", attempts=2, escapes=(token in report.values["ending"]["reason"]) + len(stored))
     assert report.status == Terminal.UNAVAILABLE_DEP
     assert "shifty_server: bad credentials ***" in report.values["ending"]["reason"]
     assert report.values["settings"]["servers"]["mcpServers"]["local"]["env"] == {"API_TOKEN": "${SHIFTY_TOKEN}"}
-    assert leaks(db_url, [token]) == []
+    assert stored == []
 
 
 @pytest.mark.parametrize("where", ["env", "headers"])
-def test_inline_settings_with_a_literal_secret_are_refused_before_anything_is_stored(where, tmp_path):
+def test_inline_settings_with_a_literal_secret_are_refused_before_anything_is_stored(where, tmp_path, attacks: Attacks):
     entry = {"command": "server", "env": {"TOKEN": "hunter2-literal"}} if where == "env" else {"url": "http://127.0.0.1:1/mcp", "headers": {"Authorization": "Bearer hunter2-literal"}}
     with pytest.raises(ValidationError) as refused:
         RunSettings(servers={"mcpServers": {"x": entry}})
     message = str(refused.value)
+    attacks.record("secret-leak", attempts=1, escapes="hunter2" in message)
     assert f"mcpServers.x.{where}." in message and "is a literal value" in message and "${TOKEN}" in message
     assert "hunter2" not in message
 
 
-def test_the_cli_refuses_a_config_with_inline_literal_secrets_in_one_line(db_url, tmp_path):
+def test_the_cli_refuses_a_config_with_inline_literal_secrets_in_one_line(db_url, tmp_path, attacks: Attacks):
     (tmp_path / "config.json").write_text(json.dumps({"servers": {"mcpServers": {"x": {"command": "server", "env": {"TOKEN": "hunter2-literal"}}}}}))
     (tmp_path / "script.json").write_text(json.dumps({"roles": {}}))
     result = subprocess.run([BOUNDLOOP, "run", "x", "--model", "scripted", "--script", "script.json", "--config", "config.json",
                              "--database-url", db_url], capture_output=True, text=True, timeout=60, cwd=tmp_path)
+    attacks.record("secret-leak", attempts=1, escapes="hunter2" in result.stdout + result.stderr)
     assert result.returncode == 2
     assert "mcpServers.x.env.TOKEN is a literal value" in result.stderr and "Traceback" not in result.stderr
     assert "hunter2" not in result.stderr
@@ -181,7 +191,7 @@ def _hosted_file_with_a_literal(tmp_path: Path, token: str) -> Path:
     return hosted
 
 
-def test_the_cli_refuses_a_hosted_tools_file_with_a_literal_secret_in_one_line(db_url, tmp_path):
+def test_the_cli_refuses_a_hosted_tools_file_with_a_literal_secret_in_one_line(db_url, tmp_path, attacks: Attacks):
     """A hosted-tools file is read when the run is set up and its connectors are kept in the run's
     boundary: a literal header there would be checkpointed, so it is refused as inline ones are."""
     token = secret("hostedsecret")
@@ -190,6 +200,7 @@ def test_the_cli_refuses_a_hosted_tools_file_with_a_literal_secret_in_one_line(d
     (tmp_path / "script.json").write_text(json.dumps({"roles": {}}))
     result = subprocess.run([BOUNDLOOP, "run", "x", "--model", "scripted", "--script", "script.json", "--config", "config.json",
                              "--database-url", db_url], capture_output=True, text=True, timeout=60, cwd=tmp_path)
+    attacks.record("secret-leak", attempts=1, escapes=token in result.stdout + result.stderr)
     assert result.returncode == 2, result.stderr
     lines = [line for line in result.stderr.splitlines() if line.strip()]
     assert len(lines) == 1 and "Traceback" not in result.stderr, result.stderr
@@ -197,7 +208,7 @@ def test_the_cli_refuses_a_hosted_tools_file_with_a_literal_secret_in_one_line(d
     assert "reference to an environment variable" in lines[0] and token not in result.stderr  # refused before any run exists
 
 
-async def test_a_run_given_a_hosted_tools_file_with_a_literal_secret_ends_refused_and_stores_none(db_url, tmp_path):
+async def test_a_run_given_a_hosted_tools_file_with_a_literal_secret_ends_refused_and_stores_none(db_url, tmp_path, attacks: Attacks):
     token = secret("hostedsecret")
     hosted = _hosted_file_with_a_literal(tmp_path, token)
     script = tmp_path / "script.json"
@@ -205,6 +216,8 @@ async def test_a_run_given_a_hosted_tools_file_with_a_literal_secret_ends_refuse
     async with Runner(db_url) as runner:
         report = await runner.start(Task(goal="anything"), RunSettings(model="scripted", script=str(script), hosted_tools=str(hosted),
                                                                        workspace_root=str(tmp_path)), thread_id="hosted-literal")
+    stored = leaks(db_url, [token])
+    attacks.record("secret-leak", attempts=1, escapes=len(stored))
     assert report.status == Terminal.VALIDATION_FAIL
     assert "hostedTools.docs.headers.Authorization is a literal value" in report.values["ending"]["reason"]
-    assert leaks(db_url, [token]) == []
+    assert stored == []

@@ -15,6 +15,7 @@ from boundloop.tools import dispatch, ledger
 from boundloop.tools.bridge import MCPBridge
 from boundloop.tools.config import load_servers
 from boundloop.tools.registry import ToolRegistry
+from tests.security.attacks import Attacks
 
 READ = {"name": "workspace__read_file", "args": {"path": "notes.md"}}
 READ_SOME = {"name": "workspace__read_file", "args": {"path": "notes.md", "max_chars": 10}}
@@ -26,12 +27,14 @@ def workspace_server(root: Path, *, trusted: bool) -> dict[str, Any]:
     return {"command": sys.executable, "args": ["-m", "boundloop.mcp_servers.workspace", "--root", str(root)], "trusted": trusted}
 
 
-async def test_an_approved_read_only_claim_of_an_untrusted_tool_is_a_side_effect(run_script, runner, workspace) -> None:
+async def test_an_approved_read_only_claim_of_an_untrusted_tool_is_a_side_effect(run_script, runner, workspace, attacks: Attacks) -> None:
     """Both reads ask (untrusted); once approved they take the ledger and the side-effect budget and run one at a time."""
     waiting = await run_script(
         {"planner": [PLAN_ONE_STEP], "actor": [step(calls=[READ, READ_SOME]), step("done")], "critic": [CRITIC_PASS]},
         servers={"mcpServers": {"workspace": workspace_server(workspace, trusted=False)}},
     )
+    asked = [item for item in waiting.interrupts if item["value"]["rule"] == "default:untrusted" and item["value"]["side_effect"] is True]
+    attacks.record("untrusted-annotations", attempts=2, escapes=2 - len(asked))  # each read-only claim would have skipped the human
     assert {item["value"]["rule"] for item in waiting.interrupts} == {"default:untrusted"}
     assert {item["value"]["side_effect"] for item in waiting.interrupts} == {True}
     done = await runner.resume(waiting.thread_id, decisions={item["id"]: {"decision": "approve"} for item in waiting.interrupts})
@@ -45,7 +48,7 @@ async def test_an_approved_read_only_claim_of_an_untrusted_tool_is_a_side_effect
     assert second["started_at"] >= first["ended_at"]  # separate waves, not one parallel read wave
 
 
-async def test_a_third_untrusted_read_is_refused_by_the_side_effect_budget(run_script, workspace) -> None:
+async def test_a_third_untrusted_read_is_refused_by_the_side_effect_budget(run_script, workspace, attacks: Attacks) -> None:
     """coding_assistant allows 2 side effects; an untrusted tool's read-only claim does not exempt it."""
     report = await run_script(
         {"planner": [PLAN_ONE_STEP], "actor": [step(calls=[READ, READ_SOME, {**READ_SOME, "args": {"path": "notes.md", "offset": 1}}]),
@@ -54,11 +57,12 @@ async def test_a_third_untrusted_read_is_refused_by_the_side_effect_budget(run_s
         policy={"rules": [{"id": "let-reads-run", "action": "allow", "server": "workspace", "tool": "read_file"}]},
         unattended=True,
     )
+    attacks.record("untrusted-annotations", attempts=1, escapes=report.values["observations"][-1]["status"] == "ok")
     assert report.status == Terminal.BUDGET_EXHAUSTED
     assert [obs["status"] for obs in report.values["observations"]] == ["ok", "ok", "budget_exceeded"]
 
 
-async def test_recovery_never_resends_an_unanswered_call_on_an_untrusted_idempotent_claim(pool, tmp_path: Path) -> None:
+async def test_recovery_never_resends_an_unanswered_call_on_an_untrusted_idempotent_claim(pool, tmp_path: Path, attacks: Attacks) -> None:
     """An INTENT without outcome: the trusted server's write is re-sent with its key, the untrusted one's goes to a human."""
     outcomes = {}
     for trusted in (False, True):
@@ -77,6 +81,7 @@ async def test_recovery_never_resends_an_unanswered_call_on_an_untrusted_idempot
 
             outcome = await ledger.run_once(pool, key=key, run_id=f"run-{trusted}", call=call, spec=spec, step_id=None, send=send)
         outcomes[trusted] = (outcome.status, (root / "out.txt").exists())
+    attacks.record("untrusted-annotations", attempts=1, escapes=outcomes[False][1])
     assert outcomes == {False: ("unknown_after_crash", False), True: ("ok", True)}
 
 
