@@ -8,6 +8,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+import psycopg
 import pytest
 from langchain_core.messages import AIMessage, ToolMessage
 
@@ -17,6 +18,7 @@ from boundloop.graph.trace.replay import replay_run
 from boundloop.graph.models.catalog import model_for
 from boundloop.graph.core.status import Terminal
 from tests.graph.conftest import CRITIC_PASS, JUDGE_PASS, PLAN_ONE_STEP, step
+from tests.graph.test_trace import COPY
 
 CALLS = int(os.environ.get("BOUNDLOOP_CONTEXT_CALLS", "60"))
 """Tool calls of the long run; the 500-call command of tests/README.md sets it."""
@@ -113,7 +115,7 @@ async def test_compaction_that_cannot_make_room_halts_before_the_call(run_script
     assert [event["node"] for event in events if event["node"] in ("act", "compact")] == ["act", "compact"]
 
 
-async def test_the_model_reads_back_what_compaction_dropped_and_nothing_of_another_run(run_script, runner, long_notes, pool):
+async def test_the_model_reads_back_what_compaction_dropped_and_nothing_of_another_run(run_script, runner, long_notes, pool, db_url):
     foreign = await store.put_payload(pool, "another-run", "a0.0", "another run's output")
     fetches = [{"name": "boundloop__fetch_payload", "args": {"ref": "a0.0"}},
                {"name": "boundloop__fetch_payload", "args": {"ref": foreign}}]
@@ -130,7 +132,17 @@ async def test_the_model_reads_back_what_compaction_dropped_and_nothing_of_anoth
     assert (statuses[f"a{reads}.0"], statuses[f"a{reads}.1"]) == ("ok", "not_found")
     assert report.values["usage"]["per_tool"]["boundloop__fetch_payload"] == 2
     replayed = await replay_run(pool, report.thread_id, runner.graph)
-    assert replayed.valid, replayed.problems
+    assert replayed.valid, replayed.problems  # the built-in read carries its own decision: allowed, rule builtin:fetch_payload
+
+    copy = f"{report.thread_id}-undecided"  # the read's decision taken out: replay catches it like any other undecided call
+    with psycopg.connect(db_url, autocommit=True) as conn:
+        for statement in COPY.strip().split(";"):
+            conn.execute(statement, {"copy": copy, "run": report.thread_id})
+        conn.execute("SET session_replication_role = replica")
+        conn.execute("UPDATE boundloop_trace SET data = data - 'decisions' WHERE thread_id = %s AND node = 'act'"
+                     " AND data->'tool_calls' @> '[{\"name\": \"boundloop__fetch_payload\"}]'", (copy,))
+    undecided = await replay_run(pool, copy, runner.graph)
+    assert f"tool call a{reads}.0 (boundloop__fetch_payload) ran with no permission decision before it (gate skipped)" in " ".join(undecided.problems)
 
 
 async def _shown(report: Any, pool: Any, call_id: str) -> str:
