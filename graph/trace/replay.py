@@ -6,12 +6,12 @@ from a list of node names here, so a graph with other steps is judged by its own
 every transition between consecutive recorded steps is an edge of the graph (from START to the
 first step, into END after the last), every tool call that ran was decided first (allowed by
 the gate, or asked and approved by a human; a provider-hosted call by its offering at intake or
-its approval), and every side effect sent has its ledger INTENT, written after its permission
+its approval), every side effect sent has its ledger INTENT, written after its permission
 decision and before its outcome was recorded (a hosted one is written when the provider reports it),
 every conditional transition is the one its guard picks when run again on the checkpoint it decided
-from (graph/trace/guard_check.py), and the trace's hash chain is whole (checkpoints/store.py `trace_chain_problems`): an edit made with
-the database's triggers stepped around shows where it happened, even where the trajectory it leaves
-is still a legal one. A chain rewritten whole, hashes recomputed, shows only against a head kept
+from (graph/trace/guard_check.py), and the trace's hash chain is whole (checkpoints/store.py
+`trace_chain_problems`): an edit made with the database's triggers stepped around shows where it
+happened, even where the trajectory it leaves is still a legal one. A chain rewritten whole, hashes recomputed, shows only against a head kept
 outside the database: `boundloop show` prints it, `boundloop replay --expect-head` checks it.
 """
 
