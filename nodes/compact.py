@@ -17,7 +17,7 @@ from langchain_core.messages import RemoveMessage, ToolMessage, messages_to_dict
 from langgraph.graph.message import REMOVE_ALL_MESSAGES
 
 from boundloop.checkpoints import store
-from boundloop.graph.context import compaction
+from boundloop.graph.context import compaction, short_calls
 from boundloop.graph.models import size
 from boundloop.graph.models.catalog import model_id
 from boundloop.graph.services import Services, current_run_id
@@ -59,12 +59,13 @@ async def compact(state: LoopState, services: Services) -> LoopUpdate:
         kept, tokens = [turn, *kept], trial_tokens
     dropped = turns[: len(turns) - len(kept)]
     feedback += [item for turn in dropped for item in compaction.feedback_of(turn)]
+    calls = short_calls.carried(previous.get("calls") or [], dropped, state.get("observations", []))
     await _store(state, services, run_id, dropped, count)
-    record = compaction.record(state, run_id, count, feedback)
+    record = compaction.record(state, run_id, count, feedback, calls)
     return {
         "messages": [RemoveMessage(id=REMOVE_ALL_MESSAGES), record, *(message for turn in kept for message in turn)],
         "context": {**measured, "role": "actor", "tokens": tokens, "method": method, "limit": limit, "feedback": feedback,
-                    "dropped_turns": len(dropped), "kept_turns": len(kept)},
+                    "calls": calls, "dropped_turns": len(dropped), "kept_turns": len(kept)},
         "usage": {"compactions": 1},
         "status": {"phase": "compact"},
     }
@@ -75,7 +76,8 @@ def _with(state: LoopState, measured: dict[str, Any], feedback: list[str], turns
     """State as the actor would see it after a compaction that keeps `kept`."""
     dropped = turns[: len(turns) - len(kept)]
     carried = feedback + [item for turn in dropped for item in compaction.feedback_of(turn)]
-    record = compaction.record(state, run_id, count, carried)
+    calls = short_calls.carried((state.get("context") or {}).get("calls") or [], dropped, state.get("observations", []))
+    record = compaction.record(state, run_id, count, carried, calls)
     return {**state, "context": measured, "messages": [record, *(message for turn in kept for message in turn)]}
 
 

@@ -1,7 +1,7 @@
 """cli_trace: `boundloop replay RUN` — validate a run's recorded trajectory against the compiled graph.
 
-Exit 0 when the trajectory is valid, 1 when replay finds a problem (each printed on its own line),
-2 on bad input (no such run).
+Exit 0 when the trajectory is valid, 5 when replay finds a problem (a check failed; each printed on
+its own line), 2 on bad input (no such run); 1 stays an unexpected error.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from boundloop.checkpoints import store
 from boundloop.graph.cli.app import DbFlag, JsonFlag, app
 from boundloop.graph.cli.running import guarded, out, with_runner
 from boundloop.graph.core.errors import RunNotFound
+from boundloop.graph.core.status import Exit
 from boundloop.graph.trace.replay import replay_run
 from boundloop.graph.run.runner import Runner
 
@@ -46,7 +47,7 @@ def replay(
 
     guarded(lambda: with_runner(database_url, body))
     if valid and not valid[0]:
-        raise typer.Exit(1)
+        raise typer.Exit(Exit.QUALITY)
 
 
 def show_header(events: list[dict[str, Any]], missing: list[str]) -> list[str]:

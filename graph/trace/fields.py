@@ -16,7 +16,8 @@ from boundloop.graph.trace.record import BUDGET_KEYS
 
 HEADER_FIELDS = ("user", "goal", "autonomy_boundary_version", "workflow_graph_version", "model_versions",
                  "prompt_template_versions", "tool_registry_version")
-"""The run header intake writes; `user` is the tenant/user scope and may be None (no --user given)."""
+"""The run header intake writes; `user` is the tenant/user scope (a run without --user is `default`'s):
+a null or empty one is missing, since nobody can say whom the run acted for."""
 TOOL_CALL_FIELDS = ("name", "args_hash", "request_id", "status", "observation_pointer")
 
 
@@ -24,6 +25,11 @@ async def missing_trace_fields(pool: AsyncConnectionPool, run_id: str) -> list[s
     """The trace fields `run_id` lacks, e.g. `terminal_code` or `tool_calls[a1.0].args_hash`; empty when complete."""
     events = await store.read_trace(pool, run_id)
     return missing_fields([{"kind": e.kind, "node": e.node, "data": e.data} for e in events])
+
+
+def _scope(user: Any) -> bool:
+    """Whether the recorded tenant/user scope names someone: null, empty or blank does not."""
+    return isinstance(user, str) and bool(user.strip())
 
 
 def missing_fields(events: list[dict[str, Any]]) -> list[str]:
@@ -37,7 +43,7 @@ def missing_fields(events: list[dict[str, Any]]) -> list[str]:
     missing += [
         "tenant_id/user_scope" if name == "user" else name
         for name in HEADER_FIELDS
-        if name not in header or (name != "user" and not refused and not header[name])
+        if name not in header or (name == "user" and not _scope(header["user"])) or (not refused and not header[name])
     ]
     for event in nodes:
         data, where = event["data"], f"{event['node']}@{event['data'].get('step')}"

@@ -6,11 +6,12 @@ from a list of node names here, so a graph with other steps is judged by its own
 every transition between consecutive recorded steps is an edge of the graph (from START to the
 first step, into END after the last), every tool call that ran was decided first (allowed by
 the gate, or asked and approved by a human; a provider-hosted call by its offering at intake or
-its approval), and every side effect sent has its ledger INTENT, written after its permission
+its approval), every side effect sent has its ledger INTENT, written after its permission
 decision and before its outcome was recorded (a hosted one is written when the provider reports it),
-and the trace's hash chain is whole (checkpoints/store.py `trace_chain_problems`): an edit made with
-the database's triggers stepped around shows where it happened, even where the trajectory it leaves
-is still a legal one. A chain rewritten whole, hashes recomputed, shows only against a head kept
+every conditional transition is the one its guard picks when run again on the checkpoint it decided
+from (graph/trace/guard_check.py), and the trace's hash chain is whole (checkpoints/store.py
+`trace_chain_problems`): an edit made with the database's triggers stepped around shows where it
+happened, even where the trajectory it leaves is still a legal one. A chain rewritten whole, hashes recomputed, shows only against a head kept
 outside the database: `boundloop show` prints it, `boundloop replay --expect-head` checks it.
 """
 
@@ -23,6 +24,7 @@ from langgraph.graph.state import CompiledStateGraph
 from psycopg_pool import AsyncConnectionPool
 
 from boundloop.checkpoints import store
+from boundloop.graph.trace.guard_check import guard_problems
 from boundloop.graph.trace.record import REOPENABLE
 from boundloop.tools.registry import qualified_name
 
@@ -52,6 +54,7 @@ async def replay_run(pool: AsyncConnectionPool, run_id: str, compiled_graph: Com
         return ReplayReport(run_id, False, [f"run {run_id!r} has no trace"])
     steps = _steps([event for event in events if event.kind in STEP_KINDS], set(drawn.nodes), problems)
     transitions = _transitions(steps, edges, problems)
+    problems += await guard_problems(compiled_graph, run_id, _guarded(steps))
     _check_calls(events, ledger, problems)
     problems += await store.trace_chain_problems(pool, run_id, expected_head)
     return ReplayReport(run_id, not problems, problems, transitions)
@@ -96,6 +99,11 @@ def _transitions(steps: list[list[Any]], edges: set[tuple[str, str]], problems: 
     if ended:
         transitions.append((ended[0], "__end__"))
     return transitions
+
+
+def _guarded(steps: list[list[Any]]) -> list[tuple[list[Any], list[Any]]]:
+    """Each step with the step after it, but where the run was reopened: no guard picked that one."""
+    return [(before, group) for before, group in zip(steps, steps[1:]) if not any(_reopened_from(before, event.node) for event in group)]
 
 
 def _reopened_from(before: list[Any], node: str) -> str | None:

@@ -8,15 +8,18 @@ import os
 from pathlib import Path
 from typing import Any
 
+import psycopg
 import pytest
 from langchain_core.messages import AIMessage, ToolMessage
 
 from boundloop.checkpoints import store
+from boundloop.graph.context import short_calls
 from boundloop.graph.models import size
 from boundloop.graph.trace.replay import replay_run
 from boundloop.graph.models.catalog import model_for
 from boundloop.graph.core.status import Terminal
 from tests.graph.conftest import CRITIC_PASS, JUDGE_PASS, PLAN_ONE_STEP, step
+from tests.graph.test_trace import COPY
 
 CALLS = int(os.environ.get("BOUNDLOOP_CONTEXT_CALLS", "60"))
 """Tool calls of the long run; the 500-call command of tests/README.md sets it."""
@@ -79,6 +82,9 @@ async def test_a_long_run_stays_bounded_and_keeps_every_must_keep_item(run_scrip
     assert f"tool_calls {CALLS}/-" in record and f"/{LIMIT}" in record                          # budget state
     assert f"run {report.thread_id}" in record and "compaction:1" in record                        # trace pointers
     assert "escalations: 0 of" in record                                                              # escalation state
+    dropped = record.split("Dropped calls' arguments")[1].split("\n\n")[0].splitlines()[1:]                # dropped calls' short forms, bounded
+    assert 0 < len(dropped) <= short_calls.RECENT + short_calls.FAILED and all(len(line) <= 320 for line in dropped)
+    assert all(line.startswith("- a") and 'workspace__read_file(path="notes.md", max_chars=' in line and line.endswith("-> ok") for line in dropped)
     assert "Draft 0" not in text                                                                      # drafts dropped
     _assert_one_result_per_call(last)
 
@@ -113,7 +119,7 @@ async def test_compaction_that_cannot_make_room_halts_before_the_call(run_script
     assert [event["node"] for event in events if event["node"] in ("act", "compact")] == ["act", "compact"]
 
 
-async def test_the_model_reads_back_what_compaction_dropped_and_nothing_of_another_run(run_script, runner, long_notes, pool):
+async def test_the_model_reads_back_what_compaction_dropped_and_nothing_of_another_run(run_script, runner, long_notes, pool, db_url):
     foreign = await store.put_payload(pool, "another-run", "a0.0", "another run's output")
     fetches = [{"name": "boundloop__fetch_payload", "args": {"ref": "a0.0"}},
                {"name": "boundloop__fetch_payload", "args": {"ref": foreign}}]
@@ -130,7 +136,17 @@ async def test_the_model_reads_back_what_compaction_dropped_and_nothing_of_anoth
     assert (statuses[f"a{reads}.0"], statuses[f"a{reads}.1"]) == ("ok", "not_found")
     assert report.values["usage"]["per_tool"]["boundloop__fetch_payload"] == 2
     replayed = await replay_run(pool, report.thread_id, runner.graph)
-    assert replayed.valid, replayed.problems
+    assert replayed.valid, replayed.problems  # the built-in read carries its own decision: allowed, rule builtin:fetch_payload
+
+    copy = f"{report.thread_id}-undecided"  # the read's decision taken out: replay catches it like any other undecided call
+    with psycopg.connect(db_url, autocommit=True) as conn:
+        for statement in COPY.strip().split(";"):
+            conn.execute(statement, {"copy": copy, "run": report.thread_id})
+        conn.execute("SET session_replication_role = replica")
+        conn.execute("UPDATE boundloop_trace SET data = data - 'decisions' WHERE thread_id = %s AND node = 'act'"
+                     " AND data->'tool_calls' @> '[{\"name\": \"boundloop__fetch_payload\"}]'", (copy,))
+    undecided = await replay_run(pool, copy, runner.graph)
+    assert f"tool call a{reads}.0 (boundloop__fetch_payload) ran with no permission decision before it (gate skipped)" in " ".join(undecided.problems)
 
 
 async def _shown(report: Any, pool: Any, call_id: str) -> str:
@@ -158,3 +174,18 @@ async def test_each_actor_request_is_measured_once_for_the_pressure_gate_and_the
     assert report.status == Terminal.SUCCESS, report.values.get("ending")
     assert report.values["usage"]["calls_by_role"]["actor"] == 5
     assert len(measured_with_tools) == 5, measured_with_tools
+
+
+async def test_the_record_keeps_each_calls_arguments_and_a_failed_calls_error(run_script, runner, long_notes):
+    """Once the turns are dropped, the record still says which file each call read and what a failed call said."""
+    missing = {"name": "workspace__read_file", "args": {"path": "minutes-2026.md"}}
+    actor = [step(calls=[missing])] + [step(calls=[read(n)]) for n in range(6)] + [step("Ana publishes the notes.")]
+    report = await run_script({"planner": [PLAN_ONE_STEP], "actor": actor, "critic": [CRITIC_PASS]},
+                              task={"budget": {"context_tokens": LIMIT}}, unattended=True, context_threshold=0.6)
+    assert report.status == Terminal.SUCCESS, report.values.get("ending")
+    assert report.values["usage"]["compactions"] >= 1
+    last = model_for(report.values["settings"]).last_request("actor")
+    assert not any(isinstance(message, AIMessage) and message.tool_calls and message.tool_calls[0]["args"] == missing["args"] for message in last)
+    record = next(str(message.content) for message in last if "Run state record" in str(message.content))
+    assert f'- a0.0 workspace__read_file(path="minutes-2026.md") -> tool_error: Error executing tool read_file: path \'minutes-2026.md\': No such file' in record
+    assert '- a1.0 workspace__read_file(path="notes.md", max_chars=1000) -> ok' in record

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
+from typing import Any
 
 import psycopg
 import pytest
@@ -13,7 +15,7 @@ from boundloop.checkpoints import store
 from boundloop.graph.trace.explain import explain
 from boundloop.graph.trace.replay import replay_run
 from boundloop.graph.core.status import Terminal
-from boundloop.graph.trace.fields import missing_trace_fields
+from boundloop.graph.trace.fields import missing_fields, missing_trace_fields
 from tests.graph.conftest import CRITIC_PASS, PLAN_ONE_STEP, READ_NOTES, step
 from tests.graph.test_cli import boundloop
 
@@ -73,6 +75,8 @@ TAMPERINGS = [
     ("UPDATE boundloop_trace SET data = jsonb_set(data, '{escalation,decision}', '\"reject\"') WHERE thread_id = %s AND node = 'approve'",
      "ran although the decision was 'ask'"),
     ("INSERT INTO boundloop_trace (thread_id, kind, node, data) VALUES (%s, 'node', 'act', '{\"step\": 1000}')", "finalize → act is not an edge"),
+    # verify → commit is an edge of the graph, but verify's guard, run again, picks the critic this run asked for
+    ("DELETE FROM boundloop_trace WHERE thread_id = %s AND node = 'critique'", "route_after_verify on the recorded state picks critique, but the trace records commit"),
     # Edits that leave a legal trajectory: only the hash chain shows them.
     ("UPDATE boundloop_trace SET data = jsonb_set(data, '{seconds}', '0') WHERE thread_id = %s AND node = 'plan'",
      "its content no longer matches its hash"),
@@ -92,7 +96,13 @@ INSERT INTO boundloop_trace (thread_id, at, kind, node, data)
 SELECT %(copy)s, at, kind, node, regexp_replace(data::text, '"(bl-[0-9a-f]+)"', '"\\1-' || %(copy)s || '"', 'g')::jsonb
 FROM boundloop_trace WHERE thread_id = %(run)s ORDER BY id;
 INSERT INTO boundloop_ledger SELECT idempotency_key || '-' || %(copy)s, %(copy)s, call_id, step_id, tool, server, args_hash, status, result, error, created_at, updated_at
-FROM boundloop_ledger WHERE thread_id = %(run)s"""
+FROM boundloop_ledger WHERE thread_id = %(run)s;
+INSERT INTO checkpoints SELECT %(copy)s, checkpoint_ns, checkpoint_id, parent_checkpoint_id, type, checkpoint, metadata
+FROM checkpoints WHERE thread_id = %(run)s;
+INSERT INTO checkpoint_blobs SELECT %(copy)s, checkpoint_ns, channel, version, type, blob FROM checkpoint_blobs WHERE thread_id = %(run)s;
+INSERT INTO checkpoint_writes SELECT %(copy)s, checkpoint_ns, checkpoint_id, task_id, idx, channel, type, blob, task_path
+FROM checkpoint_writes WHERE thread_id = %(run)s"""
+"""A copy of a run under another id: its trace (through the triggers), ledger and checkpoints."""
 
 
 async def test_the_trace_is_read_only_and_replay_rejects_tampered_copies(run_script, runner, db_url):
@@ -148,5 +158,66 @@ async def test_a_chain_rewritten_whole_is_caught_against_a_head_kept_outside_the
     checked = await replay_run(runner.pool, copy, runner.graph, expected_head=head)
     assert not checked.valid and any("no longer holds the head" in problem for problem in checked.problems), checked.problems
     replayed = boundloop("replay", copy, "--expect-head", head, "--database-url", db_url)
-    assert replayed.returncode == 1 and "no longer holds the head" in replayed.stdout
+    assert replayed.returncode == 5 and "no longer holds the head" in replayed.stdout
     assert boundloop("replay", run_id, "--expect-head", await store.trace_head(runner.pool, run_id), "--database-url", db_url).returncode == 0
+
+
+def _alter_checkpoint(db_url: str, serde: Any, copy: str, checkpoint_id: str, channel: str, change: Callable[[Any], Any]) -> None:
+    """Change one channel's value in a saved checkpoint of `copy`, as the database owner could."""
+    with psycopg.connect(db_url, autocommit=True) as conn:
+        [checkpoint] = conn.execute("SELECT checkpoint FROM checkpoints WHERE thread_id = %s AND checkpoint_id = %s", (copy, checkpoint_id)).fetchone()
+        where = (copy, channel, checkpoint["channel_versions"][channel])
+        kind, blob = conn.execute("SELECT type, blob FROM checkpoint_blobs WHERE thread_id = %s AND channel = %s AND version = %s", where).fetchone()
+        kind, blob = serde.dumps_typed(change(serde.loads_typed((kind, bytes(blob)))))
+        conn.execute("UPDATE checkpoint_blobs SET type = %s, blob = %s WHERE thread_id = %s AND channel = %s AND version = %s", (kind, blob, *where))
+
+
+def _critique_failed(quality: dict[str, Any]) -> dict[str, Any]:
+    return {**quality, "critique": {**quality["critique"], "passed": False}}
+
+
+def _out_of_time(budget: dict[str, Any]) -> dict[str, Any]:
+    return {**budget, "wall_clock_s": 0.001}
+
+
+STATE_TAMPERINGS = [
+    ("commit", "quality", _critique_failed, "route_after_critique on the recorded state picks repair, but the trace records commit"),
+    ("plan", "budget", _out_of_time, "route_after_intake on the recorded state picks escalate, but the trace records plan"),
+]
+"""(the step whose starting checkpoint is changed, its channel, the change, the problem replay reports):
+the last critique flipped to failed, so critique → commit no longer follows; the wall-clock budget cut
+below what the run had used, so intake's guard would have stopped the run."""
+
+
+async def test_replay_runs_the_guards_again_on_the_recorded_state(run_script, runner, db_url):
+    run_id = await _approved_run(run_script, runner)
+    for number, (node, channel, change, problem) in enumerate(STATE_TAMPERINGS):
+        copy = f"{run_id}-state{number}"
+        with psycopg.connect(db_url, autocommit=True) as conn:
+            for statement in COPY.strip().split(";"):
+                conn.execute(statement, {"copy": copy, "run": run_id})
+        assert (await replay_run(runner.pool, copy, runner.graph)).valid
+        [started_from] = [event.data["checkpoint_id"] for event in await store.read_trace(runner.pool, copy) if event.node == node]
+        _alter_checkpoint(db_url, runner.graph.checkpointer.serde, copy, started_from, channel, change)
+        report = await replay_run(runner.pool, copy, runner.graph)
+        assert not report.valid and problem in report.problems[0], report.problems
+        replayed = boundloop("replay", copy, "--database-url", db_url)
+        assert replayed.returncode == 5 and problem in replayed.stdout
+
+
+async def test_a_null_or_empty_tenant_user_scope_counts_as_missing(run_script, runner, db_url):
+    run_id = await _approved_run(run_script, runner)
+    events = [{"kind": event.kind, "node": event.node, "data": event.data} for event in await store.read_trace(runner.pool, run_id)]
+    assert missing_fields(events) == []
+    intake = next(event for event in events if event["node"] == "intake")
+    for scope in (None, "", "  "):
+        intake["data"]["run"]["user"] = scope
+        assert missing_fields(events) == ["tenant_id/user_scope"], scope
+    copy = f"{run_id}-unscoped"
+    with psycopg.connect(db_url, autocommit=True) as conn:
+        for statement in COPY.strip().split(";"):
+            conn.execute(statement, {"copy": copy, "run": run_id})
+        conn.execute("SET session_replication_role = replica")
+        conn.execute("UPDATE boundloop_trace SET data = jsonb_set(data, '{run,user}', 'null') WHERE thread_id = %s AND node = 'intake'", (copy,))
+    assert await missing_trace_fields(runner.pool, copy) == ["tenant_id/user_scope"]
+    assert "trace complete: no, missing tenant_id/user_scope" in boundloop("show", copy, "--database-url", db_url).stdout
