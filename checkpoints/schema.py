@@ -121,6 +121,17 @@ MIGRATIONS = [  # position = version; append, never edit or reorder
     " NEW.hash := boundloop_trace_row_hash(NEW.prev_hash, NEW.thread_id, NEW.kind, NEW.node, NEW.data, NEW.at);"
     " UPDATE boundloop_trace_heads SET hash = NEW.hash WHERE thread_id = NEW.thread_id;"
     " RETURN NEW; END $$",
+    # One row per `boundloop eval` run of a suite: its metrics against the thresholds and each
+    # scenario run (ending, node path, calls, tokens, wall), as the report and the console show them.
+    "CREATE TABLE boundloop_eval_runs ("
+    " id BIGSERIAL PRIMARY KEY,"
+    " suite TEXT NOT NULL,"
+    " quick BOOLEAN NOT NULL,"
+    " started_at TIMESTAMPTZ NOT NULL,"
+    " seconds DOUBLE PRECISION NOT NULL,"
+    " passed BOOLEAN NOT NULL,"
+    " report JSONB NOT NULL)",
+    "CREATE INDEX boundloop_eval_runs_suite_idx ON boundloop_eval_runs (suite, quick, id DESC)",
 ]
 
 # Any constant works as long as nothing else in the database uses it: b"boundloo" as an int8.

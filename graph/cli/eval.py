@@ -3,32 +3,33 @@
 Exit codes: 0 every run as its scenario expects and every threshold met; 5 any miss — a threshold,
 an expected ending, a golden-path deviation, a replay that differed or is not valid — each printed
 on its own line (a CI regression gate; the result-quality code of graph/core/status.py); 2 the
-suite file or the database cannot be used. Registered on the main `boundloop` app by importing
+suite file, the `--html` path or the database cannot be used (a bad `--html` path is refused before
+any scenario runs). Every run is stored (checkpoints/eval_runs.py) whatever the exit code, and the
+`--html` report is written even when the gate fails. Registered on the main `boundloop` app by importing
 this module (graph/cli/app.py does).
 """
 
 from __future__ import annotations
 
 import json
+import os
 import time
+from datetime import datetime, timezone
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 from rich.table import Table
 
+from boundloop.checkpoints.eval_runs import eval_runs, save_eval_run
 from boundloop.graph.cli.app import DbFlag, JsonFlag, app
 from boundloop.graph.cli.running import err, guarded, out, with_runner
 from boundloop.graph.core.status import Exit
 from boundloop.graph.evals.harness import RunOutcome, run_suite
-from boundloop.graph.evals.metrics import Metric, as_json, compute, families, misses, overruns, run_misses
+from boundloop.graph.evals.metrics import Metric, compute, families, misses, run_misses
+from boundloop.graph.evals.report import TREND_RUNS, document, format_bound, format_value, page
 from boundloop.graph.evals.suite import Bound, Suite, load_suite, quick_selection
 from boundloop.graph.run.runner import Runner
-
-RATES = frozenset({"task_success_rate", "correct_termination", "trajectory_validity", "escalation_precision", "escalation_recall",
-                   "retry_rate", "timeout_rate", "budget_adherence", "observation_grounding_rate", "human_override_rate",
-                   "trace_completeness", "memory_write_quality"})
-
 
 @app.command("eval")
 def eval_suite(
@@ -36,22 +37,34 @@ def eval_suite(
     quick: Annotated[bool, typer.Option("--quick", help="Run only the scenarios the suite marks `quick`.")] = False,
     as_json_flag: JsonFlag = False,
     markdown: Annotated[bool, typer.Option("--markdown", help="Print the metrics as a Markdown table (the README's).")] = False,
+    html: Annotated[Path | None, typer.Option("--html", metavar="FILE", help="Also write the report (metrics, scenarios, plots, trend) "
+                                                                            "as one self-contained HTML file.")] = None,
     database_url: DbFlag = None,
 ) -> None:
-    """Run a suite of scenarios and print the evaluation metrics; exit 5 on any miss (a threshold, an ending, a golden path, a replay)."""
+    """Run a suite of scenarios and print the evaluation metrics; exit 5 on any miss (a threshold, an ending, a golden path, a replay).
+    Every run is stored in the database: the console's Evaluation page and the report's trend read it."""
     missed: list[str] = []
+    if html is not None and (problem := unwritable(html)):
+        err.print(f"[bold red]error:[/bold red] --html {problem}", highlight=False, soft_wrap=True)
+        raise typer.Exit(Exit.BAD_INPUT)
 
     def action() -> None:
         suite = quick_selection(load_suite(suite_file)) if quick else load_suite(suite_file)
 
         async def body(runner: Runner) -> None:
-            started = time.monotonic()
+            started, started_at = time.monotonic(), datetime.now(timezone.utc)
             outcomes = await run_suite(runner, suite)
             metrics = compute(outcomes)
             missed.extend(run_misses(outcomes) + misses(metrics, suite.thresholds))
             seconds = time.monotonic() - started
+            report = document(suite, quick, outcomes, metrics, missed, seconds)
+            stored = await save_eval_run(runner.pool, suite=suite.name, quick=quick, started_at=started_at, seconds=seconds,
+                                         passed=not missed, report=report)
+            if html is not None:
+                history = await eval_runs(runner.pool, suite=suite.name, quick=quick, upto=stored.id, limit=TREND_RUNS)
+                html.write_text(page(report, [run.report for run in reversed(history)], f"{started_at:%Y-%m-%d %H:%M:%S} UTC"))
             if as_json_flag:
-                out.print_json(json.dumps(_document(suite, outcomes, metrics, missed, seconds)))
+                out.print_json(json.dumps(report))
             elif markdown:
                 print(markdown_table(suite, outcomes, metrics))
             else:
@@ -66,26 +79,16 @@ def eval_suite(
         raise typer.Exit(Exit.QUALITY)
 
 
-def _document(suite: Suite, outcomes: list[RunOutcome], metrics: dict[str, Metric], missed: list[str], seconds: float) -> dict[str, Any]:
-    return {
-        "suite": suite.name,
-        "passed": not missed,
-        "missed": missed,
-        "seconds": round(seconds, 2),
-        "metrics": as_json(metrics),
-        "families": families(outcomes),
-        "thresholds": {name: bound.model_dump(exclude_none=True) for name, bound in suite.thresholds.items()},
-        "runs": [{"scenario": run.scenario, "mode": run.mode, "run_id": run.thread_id, "expected": run.expected,
-                  "terminal": run.terminal, "steps": len(run.path), "golden_steps": len(run.golden) if run.golden else None,
-                  "escalated": run.escalated, "overruns": overruns(run), "replay_problems": run.replay_problems,
-                  "trace_missing": run.trace_missing,
-                  "memory": {"promoted": sum(v.promoted for v in run.memory), "rejected": sum(not v.promoted for v in run.memory),
-                             "wrong": sum(v.judged and not v.right for v in run.memory)},
-                  "grounding": [{"step": v.step_id, "verified": v.verified, **({"why": v.why} if not v.verified else {})} for v in run.grounding],
-                  "corrections": run.corrections, "model_calls": run.model_calls, "tokens": run.tokens,
-                  "seconds": run.seconds, "problems": run.problems}
-                 for run in outcomes],
-    }
+def unwritable(file: Path) -> str | None:
+    """Why the report cannot be written to `file` (checked before any scenario runs), or None."""
+    folder = file.parent
+    if file.is_dir():
+        return f"{str(file)!r} is a directory; give a file path, e.g. {str(file / 'report.html')!r}"
+    if not folder.is_dir():
+        return f"{str(file)!r}: the directory {str(folder)!r} does not exist; create it or give a path in an existing directory"
+    if not os.access(folder, os.W_OK) or (file.exists() and not os.access(file, os.W_OK)):
+        return f"{str(file)!r} is not writable; give a path you can write to"
+    return None
 
 
 def _render(suite: Suite, outcomes: list[RunOutcome], metrics: dict[str, Metric], missed: list[str], seconds: float) -> None:
@@ -108,7 +111,7 @@ def metrics_table(metrics: dict[str, Metric], thresholds: dict[str, Bound]) -> T
     for column in ("metric", "value", "threshold", "measured from"):
         table.add_column(column)
     for name, metric in metrics.items():
-        table.add_row(name, format_value(name, metric.value), _bound(name, thresholds.get(name)), metric.detail)
+        table.add_row(name, format_value(name, metric.value), format_bound(name, thresholds.get(name)), metric.detail)
     return table
 
 
@@ -131,27 +134,8 @@ def markdown_table(suite: Suite, outcomes: list[RunOutcome], metrics: dict[str, 
     lines = [f"{len(outcomes)} runs of {len(suite.scenarios)} scenarios (" + ", ".join(f"{mode} {count}" for mode, count in modes.items()) + ")",
              "", "| metric | value | threshold | measured from |", "|---|---|---|---|"]
     for name, metric in metrics.items():
-        lines.append(f"| {name} | {format_value(name, metric.value)} | {_bound(name, suite.thresholds.get(name))} | {metric.detail} |")
+        lines.append(f"| {name} | {format_value(name, metric.value)} | {format_bound(name, suite.thresholds.get(name))} | {metric.detail} |")
     lines += ["", "| family | runs | successes | model calls / success | tokens / success |", "|---|---|---|---|---|"]
     for mode, row in families(outcomes).items():
         lines.append(f"| {mode} | {row['runs']} | {row['successes']} | {_per(row['model_calls_per_success'])} | {_per(row['tokens_per_success'])} |")
     return "\n".join(lines)
-
-
-def format_value(name: str, value: float | None) -> str:
-    if value is None:
-        return "not measured"
-    if name in RATES:
-        return f"{value:.0%}" if value in (0, 1) else f"{value:.1%}"
-    if name == "cost_per_success":
-        return f"${value:.4f}"
-    if name in ("step_count_efficiency", "model_calls_per_success", "tokens_per_success"):
-        return f"{value:.1f}"
-    return f"{value:.3g}"
-
-
-def _bound(name: str, bound: Bound | None) -> str:
-    if bound is None:
-        return ""
-    parts = [f">= {format_value(name, bound.min)}" if bound.min is not None else "", f"<= {format_value(name, bound.max)}" if bound.max is not None else ""]
-    return " ".join(part for part in parts if part)

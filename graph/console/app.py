@@ -1,7 +1,8 @@
 """app: the console's routes, under `/console`, for `boundloop console` and the LangGraph server.
 
-Server-rendered pages (Jinja2, autoescaped), no JavaScript: the run list, one run's timeline and
-the approval inbox with its decision forms. Access: a client on another host is served only when
+Server-rendered pages (Jinja2, autoescaped), no JavaScript: the run list, one run's timeline, the
+approval inbox with its decision forms, and the Evaluation page (stored `boundloop eval` runs and
+one run's report, drawn by the same renderer as `boundloop eval --html`). Access: a client on another host is served only when
 the console has a token (`BOUNDLOOP_CONSOLE_TOKEN` or `--token`), and then every request must
 carry it (`?token=` once, which sets a same-site cookie, or `Authorization: Bearer`). A decision
 is posted with its signed, single-use form token (tokens.py); a cross-site post is refused.
@@ -26,6 +27,7 @@ from typing import Any, Awaitable, Callable
 from urllib.parse import quote, urlsplit
 
 from jinja2 import Environment, FileSystemLoader, select_autoescape
+from markupsafe import Markup
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, PlainTextResponse, RedirectResponse, Response
@@ -33,11 +35,13 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from boundloop.checkpoints import approvals
+from boundloop.checkpoints.eval_runs import eval_run, eval_runs
 from boundloop.checkpoints.errors import CheckpointsError
 from boundloop.graph.console import inbox, timeline
 from boundloop.graph.console.forms import decision_from_form
 from boundloop.graph.console.tokens import Binding, TokenRefused, Tokens
 from boundloop.graph.core.errors import BoundloopError
+from boundloop.graph.evals import report as eval_report
 from boundloop.graph.models import roles
 from boundloop.graph.run.runner import Runner
 from boundloop.tools import secrets
@@ -147,6 +151,15 @@ def create_app(settings: ConsoleSettings) -> Starlette:
             console.sent[binding] = f"{decision['decision']} {binding.call_id}: sent to the server, which continues the run"
         return RedirectResponse(f"{PREFIX}/runs/{quote(binding.run_id)}?done={key}", status_code=303)
 
+    async def evals(request: Request) -> Response:
+        return await _evals_page(console)
+
+    async def evaluation(request: Request) -> Response:
+        return await _evaluation_page(console, request.path_params["eval_id"])
+
+    async def report_css(request: Request) -> Response:
+        return Response(eval_report.STYLESHEET, media_type="text/css", headers={"Cache-Control": "no-store"})
+
     async def home(request: Request) -> Response:
         return RedirectResponse(f"{PREFIX}/", status_code=303)
 
@@ -155,6 +168,9 @@ def create_app(settings: ConsoleSettings) -> Starlette:
         Route(f"{PREFIX}/inbox", _guard(console, inbox_page)),
         Route(f"{PREFIX}/runs/{{run_id}}", _guard(console, run)),
         Route(f"{PREFIX}/decide", _guard(console, decide), methods=["POST"]),
+        Route(f"{PREFIX}/evals", _guard(console, evals)),
+        Route(f"{PREFIX}/evals/report.css", _guard(console, report_css)),
+        Route(f"{PREFIX}/evals/{{eval_id}}", _guard(console, evaluation)),
         Route(PREFIX, home),
         Mount(f"{PREFIX}/static", StaticFiles(directory=str(PACKAGE / "static")), name="static"),
     ]
@@ -182,6 +198,33 @@ async def _run_page(console: Console, run_id: str, notice: str | None = None) ->
     values = secrets.redact({"ending": report.values.get("ending"), "result": report.values.get("result"), "goal": (report.values.get("task") or {}).get("goal")})
     return console.page("run.html", report=report, values=values, timeline=drawn, items=items, notice=notice, roles=secrets.redact(roles.by_role(report.values)),
                         sent=sent)
+
+
+EVAL_RUNS_LISTED = 200
+
+
+async def _evals_page(console: Console) -> Response:
+    """The stored suite runs, newest first, and each suite's (and selection's) trend over its latest runs."""
+    runner = await console.runner()
+    stored = await eval_runs(runner.pool, limit=EVAL_RUNS_LISTED)
+    groups: dict[tuple[str, bool], list[dict[str, Any]]] = {}
+    for row in stored:
+        history = groups.setdefault((row.suite, row.quick), [])
+        if len(history) < eval_report.TREND_RUNS:
+            history.insert(0, row.report)
+    trends = [{"suite": suite, "quick": quick, "table": Markup(eval_report.trend_table(suite, history))} for (suite, quick), history in groups.items()]
+    return console.page("evals.html", runs=stored, trends=trends)
+
+
+async def _evaluation_page(console: Console, eval_id: str) -> Response:
+    """One stored suite run, rendered as `boundloop eval --html` renders it."""
+    runner = await console.runner()
+    found = await eval_run(runner.pool, int(eval_id)) if eval_id.isdigit() and int(eval_id) < 2**63 else None
+    if found is None:
+        return console.page("refused.html", status=404, reason=f"no stored suite run {eval_id!r}: pick one from the Evaluation page")
+    history = await eval_runs(runner.pool, suite=found.suite, quick=found.quick, upto=found.id, limit=eval_report.TREND_RUNS)
+    body = eval_report.fragment(found.report, [row.report for row in reversed(history)], f"{found.started_at:%Y-%m-%d %H:%M:%S %Z}")
+    return console.page("eval_run.html", run=found, body=Markup(body))
 
 
 async def _inbox_page(console: Console, error: str | None = None, status: int = 200) -> Response:

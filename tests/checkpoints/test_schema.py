@@ -19,6 +19,7 @@ TABLES = {
     "boundloop_ledger",
     "boundloop_approvals",
     "boundloop_langsmith_roots",
+    "boundloop_eval_runs",
 }
 
 

@@ -80,3 +80,24 @@ async def test_the_runs_list_pages_past_two_hundred_runs(db_url, pool):
         for bad in ("0", "-1", "two", "1.5"):
             refused = http.get(f"/console/?page={bad}")
             assert refused.status_code == 400 and "not a page number" in refused.text
+
+
+def test_the_evaluation_pages_follow_the_same_access_rules():
+    """Loopback only without a token; with one, every Evaluation page and its stylesheet needs it."""
+    with TestClient(create_app(ConsoleSettings(database_url="postgresql://unused")), client=ELSEWHERE, follow_redirects=False) as http:
+        for path in ("/console/evals", "/console/evals/1", "/console/evals/report.css"):
+            assert http.get(path).status_code == 403, path
+    settings = ConsoleSettings(database_url="postgresql://unused", token="s3cret-token")
+    with TestClient(create_app(settings), client=LOOPBACK, follow_redirects=False) as http:
+        for path in ("/console/evals", "/console/evals/1", "/console/evals/report.css"):
+            assert http.get(path).status_code == 401, path
+        assert http.get("/console/evals/report.css", headers={"Authorization": "Bearer s3cret-token"}).status_code == 200
+
+
+def test_a_suite_run_that_is_not_stored_is_a_page_that_says_so(db_url):
+    with TestClient(create_app(ConsoleSettings(database_url=db_url)), client=LOOPBACK, follow_redirects=False) as http:
+        assert http.get("/console/evals").status_code == 200
+        for path in ("/console/evals/999999", "/console/evals/abc", "/console/evals/-1", "/console/evals/99999999999999999999"):
+            page = http.get(path)
+            assert page.status_code == 404, (path, page.status_code)
+            assert "no stored suite run" in page.text
