@@ -25,7 +25,8 @@ from boundloop.graph.services import Services, current_run_id
 from boundloop.graph.core.status import Terminal, ending
 from boundloop.graph.state import LoopState, LoopUpdate
 from boundloop.graph.task import RunSettings, Task
-from boundloop.tools import gateway, hosted, pinning
+from boundloop.checkpoints import store
+from boundloop.tools import authority, gateway, hosted, pinning
 from boundloop.tools.errors import ConfigError, PolicyError
 
 NEEDS_RESPONSES = ("hosted tools need the Responses API, but model {model!r} is called through {api}; "
@@ -93,6 +94,7 @@ async def intake(state: LoopState, runtime: Runtime[RunSettings], services: Serv
             "hosted": offered,
             "prompt_version": PROMPT_VERSION,
             "task_hash": task.content_hash(),
+            "authority": {"targets": authority.declared(task.model_dump(mode="json"))},
         },
         "usage": empty_usage(),
         "status": {"phase": "intake"},
@@ -102,6 +104,7 @@ async def intake(state: LoopState, runtime: Runtime[RunSettings], services: Serv
             await memory.store_for(await services.pool()), user=settings.user, profile=task.profile, goal=task.goal
         ),
     }
+    await store.append_trace(await services.pool(), current_run_id(), "authority", node="intake", data=update["boundary"]["authority"])
     if not control["planning"]["plan"]:
         update["plan"] = proportion.implicit_plan(update["task"])
     unpriced = [model_id(each) for each in roles.every_model(settings_json) if price_of(each, model_id(each)) is None]
