@@ -32,7 +32,6 @@ from boundloop.graph.core.records import Approval, Usage
 from boundloop.graph.services import Services, current_run_id
 from boundloop.graph.core.status import Terminal, ending
 from boundloop.graph.state import LoopState, LoopUpdate
-from boundloop.checkpoints import store
 from boundloop.tools import authority, gateway
 
 MALFORMED = "invalid_arguments: {name}: the arguments are not valid JSON ({error}); received {raw!r}. Send the call again with a JSON object of named arguments."
@@ -109,8 +108,6 @@ async def gate(state: LoopState, services: Services) -> LoopUpdate:
         update["ending"] = stopping
     if tainted:
         update["boundary"] = {**state["boundary"], "taint": scope.taint}
-        await store.append_trace(await services.pool(), current_run_id(), "taint", node="act",
-                                 data={"taint": scope.taint, "authority": list(scope.targets)})
     return update
 
 

@@ -25,7 +25,6 @@ from boundloop.graph.services import Services, current_run_id
 from boundloop.graph.core.status import Terminal, ending
 from boundloop.graph.state import LoopState, LoopUpdate
 from boundloop.graph.task import RunSettings, Task
-from boundloop.checkpoints import store
 from boundloop.tools import authority, gateway, hosted, pinning
 from boundloop.tools.errors import ConfigError, PolicyError
 
@@ -104,7 +103,6 @@ async def intake(state: LoopState, runtime: Runtime[RunSettings], services: Serv
             await memory.store_for(await services.pool()), user=settings.user, profile=task.profile, goal=task.goal
         ),
     }
-    await store.append_trace(await services.pool(), current_run_id(), "authority", node="intake", data=update["boundary"]["authority"])
     if not control["planning"]["plan"]:
         update["plan"] = proportion.implicit_plan(update["task"])
     unpriced = [model_id(each) for each in roles.every_model(settings_json) if price_of(each, model_id(each)) is None]
