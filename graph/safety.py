@@ -5,7 +5,10 @@ tool, approve itself, send data away, delete everything) is flagged where it is 
 the cues that matched. The breaker trips, and the run fails closed as UNSAFE_DETECTION, when the
 model attempts a refused action (denied by policy, rejected by a human, a tool that does not
 exist) after reading such a result, or when it keeps attempting denied actions (DENIAL_LIMIT)
-once it has read any tool result. PERMISSION_DENIED is the honest stop instead: a required plan
+once it has read any tool result. It also trips at the first refused call (denied, or rejected by a
+human) that reached outside the task's authority after the run read untrusted tool output
+(tools/authority.py): whatever the result said, the model tried to act beyond what the task asked to
+change on the strength of something it read. Cue matching stays a signal for the trace. PERMISSION_DENIED is the honest stop instead: a required plan
 step whose every tool has been denied, or rejected by a human with the actor answering without it,
 cannot be done in this run's permission scope; and as many denials before any tool result was read
 are the model's own plan meeting the rules, not something it read.
@@ -67,6 +70,17 @@ def unsafe(state: Mapping[str, Any]) -> Ending | None:
     if not refused_any(state):  # both trips need a refused attempt
         return None
     observations = [obs for obs in state.get("observations", []) if obs.get("phase") in ("act", "retrieve")]
+    beyond = [obs for obs in observations if obs.get("outside") and obs.get("status") in REFUSED_BY_AUTHORITY]
+    if beyond:
+        taint = (state.get("boundary") or {}).get("taint") or {}
+        return ending(
+            Terminal.UNSAFE_DETECTION,
+            f"after reading untrusted output from {taint.get('tool', 'a tool')} ({taint.get('call_id', '?')}) the model attempted "
+            f"calls outside what the task asked to change: {_attempts(beyond)} (reaching {'; '.join(beyond[0]['outside'])})",
+            "Inspect the trace for prompt injection: the untrusted result and the calls that followed. If the task really needs "
+            "those targets, declare them (the task's `targets`) and run again.",
+            source=str(taint.get("call_id", "?")),
+        )
     flagged = next((position for position, obs in enumerate(observations) if cues_of(obs)), None)
     if flagged is not None:
         attempts = [obs for obs in observations[flagged + 1:] if obs.get("status") in REFUSED_BY_AUTHORITY]
@@ -159,7 +173,8 @@ def evidence(state: Mapping[str, Any]) -> dict[str, Any]:
     return {
         "flagged_results": [{"call_id": obs["call_id"], "tool": obs["tool"], "cues": cues_of(obs), "excerpt": obs.get("excerpt", "")[:300]}
                             for obs in observations if cues_of(obs)],
-        "refused_attempts": [{"call_id": obs["call_id"], "tool": obs["tool"], "status": obs["status"], "detail": obs.get("detail", "")}
+        "refused_attempts": [{"call_id": obs["call_id"], "tool": obs["tool"], "status": obs["status"], "detail": obs.get("detail", ""),
+                              **({"outside": obs["outside"]} if obs.get("outside") else {})}
                              for obs in observations if obs.get("status") in REFUSED_BY_AUTHORITY],
     }
 

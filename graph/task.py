@@ -55,6 +55,11 @@ class Task(BaseModel):
     """JSON schema the final answer must satisfy (a hard gate in verify)."""
     checks: list[Check] = Field(default_factory=list)
     """Tests and artifact checks verify runs through tools before the judge."""
+    targets: list[str] = Field(default_factory=list)
+    """What the run may change, beyond the paths, addresses and commands the goal, criteria and checks
+    name: a path or glob (`out/`, `docs/*.md`), an address, or `KIND:VALUE` with KIND one of path,
+    collection, command, recipient. Once the run has read untrusted tool output, a side effect outside
+    these is denied (unattended) or asked (attended)."""
     profile: ProfileName = "coding_assistant"
     """Risk profile: sets budget defaults and permission rules."""
     budget: Annotated[dict[str, float | int | None], WithJsonSchema(budget_overrides_schema())] = Field(default_factory=dict)
@@ -70,6 +75,15 @@ class Task(BaseModel):
         if not goal.strip():
             raise ValueError("goal is blank; describe what the agent should achieve")
         return goal.strip()
+
+    @field_validator("targets")
+    @classmethod
+    def _targets_parse(cls, targets: list[str]) -> list[str]:
+        from boundloop.tools.authority import parse_target
+
+        for text in targets:
+            parse_target(text)
+        return targets
 
     @field_validator("output_schema")
     @classmethod

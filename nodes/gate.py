@@ -32,7 +32,7 @@ from boundloop.graph.core.records import Approval, Usage
 from boundloop.graph.services import Services, current_run_id
 from boundloop.graph.core.status import Terminal, ending
 from boundloop.graph.state import LoopState, LoopUpdate
-from boundloop.tools import gateway
+from boundloop.tools import authority, gateway
 
 MALFORMED = "invalid_arguments: {name}: the arguments are not valid JSON ({error}); received {raw!r}. Send the call again with a JSON object of named arguments."
 
@@ -53,8 +53,10 @@ async def gate(state: LoopState, services: Services) -> LoopUpdate:
         (call.name, call.args, bool((spec := registry.get(call.name)) and spec.hints.read_only)) for call in proposed])))
     blocked = [call for call in proposed if bindings[call.call_id].missing]
     proposed = [call for call in proposed if call not in blocked]
+    scope, tainted = _scope(state, registry)
     admissions = await gateway.admit_all(
         proposed,
+        scope=scope,
         registry=registry,
         rules=gateway.run_policy(state["settings"], state["task"]["profile"]),
         budget=budget,
@@ -104,7 +106,21 @@ async def gate(state: LoopState, services: Services) -> LoopUpdate:
         update["approvals"] = cast("list[Approval]", asks)  # each a call the gate admitted, with its approval request
     if stopping:
         update["ending"] = stopping
+    if tainted:
+        update["boundary"] = {**state["boundary"], "taint": scope.taint}
     return update
+
+
+def _scope(state: LoopState, registry: Any) -> tuple[gateway.Scope, bool]:
+    """The authority the gate holds calls to: the task's targets widened by the accepted plan's, and
+    the call whose untrusted output tainted the run; True when that taint is new (recorded now)."""
+    boundary = state.get("boundary") or {}
+    plan = state.get("plan") or {}
+    targets = [*(boundary.get("authority") or {}).get("targets", []), *authority.from_plan(plan.get("steps", []))]
+    known = boundary.get("taint")
+    found = known or authority.taint(state.get("observations", []),
+                                     lambda tool: bool((spec := registry.get(tool)) is not None and spec.trusted_output))
+    return gateway.Scope(tuple(targets), found), found is not None and known is None
 
 
 def _refuse_unmet(calls: list[gateway.ProposedCall], bindings: dict[str, schedule.Binding], steps: Sequence[Mapping[str, Any]],
@@ -147,5 +163,5 @@ def _last_ai(state: LoopState) -> AIMessage:
 
 
 def _observation(call: dict[str, Any]) -> dict[str, Any]:
-    keys = ("call_id", "tool_call_id", "name", "server", "args_hash", "side_effect", "reversibility", "rule")
+    keys = ("call_id", "tool_call_id", "name", "server", "args_hash", "side_effect", "reversibility", "rule", "outside")
     return {"tool": call["name"], **{key: call.get(key) for key in keys if key != "name"}, "phase": "act"}

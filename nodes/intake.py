@@ -25,7 +25,7 @@ from boundloop.graph.services import Services, current_run_id
 from boundloop.graph.core.status import Terminal, ending
 from boundloop.graph.state import LoopState, LoopUpdate
 from boundloop.graph.task import RunSettings, Task
-from boundloop.tools import gateway, hosted, pinning
+from boundloop.tools import authority, gateway, hosted, pinning
 from boundloop.tools.errors import ConfigError, PolicyError
 
 NEEDS_RESPONSES = ("hosted tools need the Responses API, but model {model!r} is called through {api}; "
@@ -93,6 +93,7 @@ async def intake(state: LoopState, runtime: Runtime[RunSettings], services: Serv
             "hosted": offered,
             "prompt_version": PROMPT_VERSION,
             "task_hash": task.content_hash(),
+            "authority": {"targets": authority.declared(task.model_dump(mode="json"))},
         },
         "usage": empty_usage(),
         "status": {"phase": "intake"},

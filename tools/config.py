@@ -11,7 +11,7 @@ never decides permissions (tools/policy.py does).
                   "trusted": true, "timeout_s": 20, "protocol": "legacy"}}}
 
 Our keys on top of the common shape: `trusted` (only a trusted server's annotations may relax a
-permission decision), `timeout_s` (this server's per-call timeout; it wins over the run's
+permission decision), `trusted_output` (reading its results does not taint the run), `timeout_s` (this server's per-call timeout; it wins over the run's
 `tool_timeout_s`), `protocol` (`legacy`, the default, uses `initialize`, on which a server's own
 requests work however it sends them; `auto` probes the 2026 handshake first), `sampling` (the server may use the run's model), `oauth` (log in with `boundloop auth NAME`), `root` and `path_arguments` (where the server's files live on this host and which
 arguments of its tools name them, so path rules match resolved paths; our own servers need
@@ -62,6 +62,9 @@ class ServerConfig(BaseModel):
     headers: dict[str, str] = Field(default_factory=dict)
     trusted: bool = False
     """Whether this server's tool annotations may relax a permission decision."""
+    trusted_output: bool = False
+    """Whether what this server's tools return may be read without tainting the run (tools/authority.py):
+    only for a server whose results nobody but you can write. Separate from `trusted`, which is about annotations."""
     timeout_s: float | None = Field(default=None, gt=0, allow_inf_nan=False)
     """Timeout of one tool call on this server, in seconds; when set it wins over the run's
     `tool_timeout_s` (which applies to servers that set none)."""

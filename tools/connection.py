@@ -196,6 +196,7 @@ class Connection:
             input_schema=dict(tool.input_schema or {}),
             hints=ToolHints.from_annotations(tool.annotations),
             trusted=self.config.trusted,
+            trusted_output=self.config.trusted_output,
             root=self.path_root,
             declared_paths=self.config.declared_paths(tool.name),
             output_schema=dict(tool.output_schema or {}),

@@ -1,6 +1,6 @@
 """gateway: decide every proposed tool call before anything runs, then run the admitted ones.
 
-Owns the order registry → arguments → resources → policy → budget → breakers; the
+Owns the order registry → arguments → resources → policy → authority → budget → breakers; the
 dispatch waves (dependencies, then reads together and each write alone) are graph/schedule.py's.
 It composes the stage modules and holds no logic of its own beyond that order. Resolving what a
 call reaches touches the filesystem, so `admit_all` runs the stages in a worker thread.
@@ -14,13 +14,16 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from boundloop.graph.core.budget import Budget, add_usage, check_before_tool_call, tool_call_reservation
-from boundloop.tools import arguments, breakers, policy, resources, saga
+from boundloop.tools import arguments, authority, breakers, policy, resources, saga
 from boundloop.tools.outcome import CallOutcome
 from boundloop.tools.registry import ToolRegistry, ToolSpec
 
 UNKNOWN_TOOL = "unknown_tool: no tool {name!r}; available: {available}"
 INVALID_ARGUMENTS = "invalid_arguments: {name}: {problems}. Fix the arguments and call again."
 DENIED = "denied: {name} is not permitted ({rule}: {reason})."
+OUT_OF_SCOPE = ("denied: {name} reaches {where}: " + authority.OUTSIDE + " ({rule}: the run has read untrusted output, "
+                "from {source}, and is unattended). Stay within the task's targets.")
+ASK_OUT_OF_SCOPE = authority.OUTSIDE + ": {name} reaches {where}, after the run read untrusted output from {source}."
 BUDGET_EXCEEDED = "budget_exceeded: {message} The call was not made."
 
 
@@ -43,6 +46,15 @@ class Admission:
     message: str = ""
     exhaustion: Any = None
     reservation: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Scope:
+    """What the authority stage compares a call with: the task's targets, and the call that tainted
+    the run (None: nothing untrusted was read, so the stage lets every call through)."""
+
+    targets: tuple[dict[str, str], ...]
+    taint: dict[str, str] | None = None
 
 
 def describe(call: ProposedCall, spec: ToolSpec | None) -> dict[str, Any]:
@@ -99,8 +111,13 @@ def admit(
     usage: dict[str, Any],
     breaker_state: dict[str, Any],
     now: float,
+    scope: Scope | None = None,
 ) -> Admission:
-    """Run the stages in order; the first refusal wins. Touches the filesystem (resources)."""
+    """Run the stages in order; the first refusal wins. Touches the filesystem (resources).
+
+    The authority stage (`scope` given, the run tainted, the call not read-only): a call reaching
+    anything outside the task's targets is denied when unattended and asked when attended. The
+    record's `outside` lists what it reached outside them even when the policy refused it first."""
     spec = registry.get(call.name)
     if spec is None:
         return Admission("unknown_tool", describe(call, None), UNKNOWN_TOOL.format(name=call.name, available=registry.names()))
@@ -109,10 +126,21 @@ def admit(
     problems = arguments.validate(spec, call.args)
     if problems:
         return Admission("invalid_arguments", record, INVALID_ARGUMENTS.format(name=call.name, problems="; ".join(problems)))
-    decision = permission(rules, spec, call.args)
+    reached = resources.resolve(spec, call.args, rules.path_patterns(spec))
+    decision = policy.decide(rules, spec, call.args, reached)
     record["rule"] = decision.rule_id
+    outside = (authority.outside(scope.targets, spec, call.args, reached)
+               if scope is not None and scope.taint is not None and not spec.hints.read_only else [])
+    if outside:
+        record["outside"] = outside
     if decision.action == "deny":
         return Admission("denied", record, DENIED.format(name=call.name, rule=decision.rule_id, reason=decision.reason))
+    if outside and scope is not None and scope.taint is not None:
+        where, source = "; ".join(outside), f"{scope.taint['tool']} ({scope.taint['call_id']})"
+        record["rule"] = authority.RULE
+        if rules.unattended:
+            return Admission("denied", record, OUT_OF_SCOPE.format(name=call.name, where=where, rule=authority.RULE, source=source))
+        decision = policy.Decision("ask", authority.RULE, ASK_OUT_OF_SCOPE.format(name=call.name, where=where, source=source))
     exhaustion = check_before_tool_call(
         usage, budget, tool=call.name, server=spec.server, has_side_effect=not spec.hints.read_only
     )

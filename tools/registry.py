@@ -70,6 +70,8 @@ class ToolSpec:
     `__post_init__` replaces them for an untrusted server and keeps them in `claimed_hints`."""
     trusted: bool = False
     """Whether the server is trusted: only a trusted server's hints are relied on."""
+    trusted_output: bool = False
+    """Whether the servers file marks this server's results trusted: reading them does not taint the run."""
     root: str | None = None
     """The directory on this host the server resolves relative paths against; None when unknown."""
     declared_paths: tuple[str, ...] | None = None

@@ -29,6 +29,7 @@ JsonFlag = Annotated[bool, typer.Option("--json", help="Print one machine-readab
 DbFlag = Annotated[Optional[str], typer.Option("--database-url", help="PostgreSQL URL (default: BOUNDLOOP_DATABASE_URL, DATABASE_URL, or the local cluster).")]
 
 CriteriaOpt = Annotated[list[str], typer.Option("--criteria", "-c", help="An acceptance criterion (repeatable).")]
+TargetOpt = Annotated[list[str], typer.Option("--target", help="What the run may change (repeatable): a path or glob, an address, or KIND:VALUE (path, collection, command, recipient).")]
 ProfileOpt = Annotated[Optional[str], typer.Option("--profile", help="research_assistant | coding_assistant | support_agent | procurement_agent | sre_agent")]
 BudgetOpt = Annotated[list[str], typer.Option("--budget", "-b", help="Override a budget dimension, e.g. tool_calls=10 (repeatable).")]
 ModelOpt = Annotated[Optional[str], typer.Option("--model", help="OpenAI-compatible model name, or `scripted`.")]
@@ -100,6 +101,8 @@ def task_from(options: dict[str, Any]) -> Task:
         raise ConfigError("no goal: pass the goal as an argument (boundloop run \"...\") or --task FILE")
     if options["criteria"]:
         values["acceptance_criteria"] = list(options["criteria"])
+    if options.get("target"):
+        values["targets"] = [*values.get("targets", []), *options["target"]]
     if options["output_schema"]:
         values["output_schema"] = read_json(options["output_schema"], "output schema")
     if options["profile"]:

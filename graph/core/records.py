@@ -47,6 +47,8 @@ class Observation(TypedDict, total=False):
     """The provider's item type of a hosted call (e.g. mcp_call, web_search_call)."""
     permitted: bool
     rule: str | None
+    outside: list[str]
+    """What a side-effecting call in a tainted run reached outside the task's authority (tools/authority.py)."""
     decision: str
     approved: bool
     approver: str | None

@@ -34,7 +34,7 @@ from boundloop.graph.core import escalations
 from boundloop.graph.core.budget import add_usage
 from boundloop.graph.services import Services
 from boundloop.graph.core.status import Terminal
-from boundloop.tools import secrets
+from boundloop.tools import authority, secrets
 from boundloop.tools.ledger import idempotency_key
 
 ROLES = ("planner", "actor", "judge", "critic", "goal_check")
@@ -148,7 +148,19 @@ def node_events(services: Services, node: str, state: Mapping[str, Any], update:
         event["run"] = _header(services, state, update)
     if node == "finalize":
         event["terminal"] = {"code": str(update["status"]["terminal"]), "reason": str((update.get("ending") or {}).get("reason", ""))}
-    return [("node", event)]
+    return [("node", event), *_authority(node, state, update)]
+
+
+def _authority(node: str, state: Mapping[str, Any], update: Mapping[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    """The task's authority as intake read it (each target with its source), and the call that
+    tainted the run with the authority then in force, the accepted plan's targets included (tools/authority.py)."""
+    boundary = update.get("boundary") or {}
+    if node == "intake" and "authority" in boundary:
+        return [("authority", boundary["authority"])]
+    if (taint := boundary.get("taint")) and not (state.get("boundary") or {}).get("taint"):
+        targets = [*(boundary.get("authority") or {}).get("targets", []), *authority.from_plan((state.get("plan") or {}).get("steps", []))]
+        return [("taint", {"taint": taint, "authority": targets})]
+    return []
 
 
 def _header(services: Services, state: Mapping[str, Any], update: Mapping[str, Any]) -> dict[str, Any]:

@@ -281,7 +281,7 @@ async def test_a_read_repeated_after_a_write_that_succeeded_is_not_a_loop(run_sc
         "planner": [PLAN_ONE_STEP],
         "actor": [step(calls=[READ_NOTES]), step(calls=[READ_NOTES]), step(calls=[write]), step(calls=[READ_NOTES]), step("Ana publishes the notes.")],
         "judge": [JUDGE_PASS], "critic": [CRITIC_PASS],
-    })
+    }, task={"targets": ["summary.md"]})
     reads = [obs["status"] for obs in report.values["observations"] if obs.get("tool") == "workspace__read_file"]
     assert reads == ["ok", "ok", "ok"], report.values["observations"]
     assert report.status == Terminal.SUCCESS

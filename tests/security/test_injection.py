@@ -116,7 +116,7 @@ async def test_denials_that_keep_coming_after_a_read_trip_the_breaker_even_witho
     report = await run_script(
         {"planner": [PLAN_ONE_STEP],
          "actor": [step(calls=[_read("plain")]), step(calls=[deletes[0]]), step(calls=[deletes[1]]), step(calls=[deletes[2]]), step("done")]},
-        task=TASK, unattended=True, servers=servers,
+        task={**TASK, "targets": ["notes.md", "report.md", "README.md"]}, unattended=True, servers=servers,
     )
     attacks.record("prompt-injection", attempts=len(deletes), escapes=sum(not (workspace / name).exists() for name in ("notes.md", "report.md", "README.md")))
     assert report.status == Terminal.UNSAFE_DETECTION

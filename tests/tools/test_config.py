@@ -73,7 +73,7 @@ PREFIX = "MCP server config: mcpServers.s"
     ({"comand": "/bin/s"},
      f"{PREFIX}: unknown key 'comand'; did you mean 'command'?"),
     ({"command": "/bin/s", "colour": "red"},
-     f"{PREFIX}: unknown key 'colour'; known keys: args, command, cwd, env, headers, oauth, path_arguments, protocol, root, sampling, shared, timeout_s, trusted, type, url."),
+     f"{PREFIX}: unknown key 'colour'; known keys: args, command, cwd, env, headers, oauth, path_arguments, protocol, root, sampling, shared, timeout_s, trusted, trusted_output, type, url."),
     ({"command": "/bin/s", "timeout_s": 0},
      f"{PREFIX}.timeout_s: Input should be greater than 0 (got 0)."),
     ({"command": "/bin/s", "protocol": "2026"},
