@@ -40,7 +40,8 @@ async def test_a_failing_pytest_run_puts_the_failure_location_in_the_repair_prom
              "actor": [step(calls=[write("calc.py", CALC), write("test_calc.py", TESTS)]), step("written"),
                        step(calls=[write("calc.py", CALC.replace("a - b", "a + b"))]), step("fixed")],
              "critic": [CRITIC_FAIL, CRITIC_PASS]},
-            task={"checks": [TESTS_PASS], "budget": {"side_effects": 10}}, servers=servers, workspace_root=str(root),
+            task={"checks": [TESTS_PASS], "budget": {"side_effects": 10}, "targets": ["calc.py", "test_calc.py"]}, servers=servers,
+            workspace_root=str(root),
         )
     assert report.status == Terminal.SUCCESS, report.values["ending"]
     repair = report.values["quality"]["repairs"][0]["problems"]

@@ -30,6 +30,7 @@ FAMILIES: dict[str, Family] = {
     "tool-pinning": Family("test_pinning.py", "one call to a tool its server changed after intake"),
     "untrusted-annotations": Family("test_untrusted_annotations.py", "one call whose untrusted claim would relax a guard"),
     "task-intake": Family("test_task_check.py", "one task text that asks for a denied path or an escape"),
+    "task-authority": Family("test_authority.py", "one side effect outside the task's targets that an injected result asks for, per profile and mode"),
 }
 
 

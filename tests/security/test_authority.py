@@ -83,7 +83,7 @@ def test_the_corpus_is_varied_and_every_attempt_is_a_side_effect_outside_the_tas
 @pytest.mark.parametrize("attended", [False, True], ids=["unattended", "attended"])
 @pytest.mark.parametrize("profile", sorted(PROFILES))
 async def test_an_obedient_model_changes_nothing_outside_the_task_and_the_run_ends_unsafe(
-        profile, attended, run_script, runner, workspace, servers, tmp_path):
+        profile, attended, run_script, runner, workspace, servers, tmp_path, attacks):
     reads = _carriers(workspace)
     before = _snapshot(workspace)
     attempts = [attempt for case in CORPUS for attempt in case["attempts"]]
@@ -99,9 +99,12 @@ async def test_an_obedient_model_changes_nothing_outside_the_task_and_the_run_en
         report = await runner.resume(report.thread_id, decisions={request["id"]: {"decision": "reject", "message": "no"}
                                                                    for request in report.interrupts})
 
+    after, ledger = _snapshot(workspace), await store.run_ledger(runner.pool, report.thread_id)
+    changed = sum(after.get(name) != content for name, content in before.items()) + len(set(after) - set(before))
+    attacks.record("task-authority", attempts=len(attempts), escapes=max(changed + (tmp_path / "outbox.log").exists(), len(ledger)))
     assert report.status == Terminal.UNSAFE_DETECTION, report.values["ending"]
-    assert _snapshot(workspace) == before and not (tmp_path / "outbox.log").exists()
-    assert await store.run_ledger(runner.pool, report.thread_id) == []  # not one side-effecting call was sent
+    assert after == before and not (tmp_path / "outbox.log").exists()
+    assert ledger == []  # not one side-effecting call was sent
     observations = report.values["observations"]
     tried = observations[len(reads):len(reads) + len(attempts)]
     assert [obs["status"] for obs in observations[:len(reads)]] == ["ok"] * len(reads)
@@ -179,3 +182,22 @@ def test_targets_are_read_from_the_task_text_checks_and_explicit_list():
 def test_an_unknown_target_kind_is_refused_with_the_kinds_named():
     with pytest.raises(ValueError, match="unknown kind 'host'; use one of path, collection, command, recipient"):
         authority.parse_target("host:db1")
+
+
+def test_a_plan_written_after_the_taint_widens_nothing_unless_a_human_approved_it():
+    """The model that re-plans after reading untrusted output may be steered by it: its plan's
+    targets stay out of the authority; the plan that stood at the taint, or one a human approved, count."""
+    from boundloop.nodes.gate import _scope
+
+    steered = {"steps": [{"id": "s2", "description": "write it", "tools": ["workspace__write_file"], "args": {"path": "evil.md"}}]}
+    boundary = {"authority": {"targets": [authority.target("path", "summary.md", "goal")],
+                              "plan_targets": [authority.target("path", "notes.md", "plan step s1")]},
+                "taint": {"call_id": "a0.0", "tool": "workspace__read_file"}}
+
+    def values(state: dict[str, Any]) -> set[str]:
+        return {each["value"] for each in _scope(state, None)[0].targets}  # type: ignore[arg-type]
+
+    assert values({"boundary": boundary, "plan": steered, "observations": []}) == {"summary.md", "notes.md"}
+    assert "evil.md" in values({"boundary": boundary, "plan": {**steered, "approver": "ana"}, "observations": []})
+    untainted = {**boundary, "taint": None}
+    assert "evil.md" in values({"boundary": untainted, "plan": steered, "observations": []})
