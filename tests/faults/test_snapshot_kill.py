@@ -76,7 +76,7 @@ async def test_a_run_killed_past_a_channel_snapshot_resumes_whole(db_url, runner
              "critic": [CRITIC_PASS]}
     script.write_text(json.dumps({"model_id": "scripted-test", "roles": roles}))
     thread_id = "snapshot-kill"
-    task = {"goal": "Read the notes and write the outputs", "budget": {"tool_calls": 2 * TURNS, "tool_calls_per_tool": 2 * TURNS, "model_turns": 2 * TURNS, "side_effects": TURNS, "wall_clock_s": None}}
+    task = {"goal": "Read the notes and write the outputs", "targets": ["out/"], "budget": {"tool_calls": 2 * TURNS, "tool_calls_per_tool": 2 * TURNS, "model_turns": 2 * TURNS, "side_effects": TURNS, "wall_clock_s": None}}
     settings = {"model": "scripted", "script": str(script), "workspace_root": str(workspace), "policy": ALLOW_WRITES}
     child = subprocess.Popen([sys.executable, "-c", CHILD, json.dumps([db_url, thread_id, task, settings, None if LONG else SMALL_CADENCE, GROWING])],
                              cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
