@@ -22,8 +22,8 @@ from typing import Any, Literal
 
 from boundloop.graph.core.errors import BoundloopError
 from boundloop.graph.evals.grounding_audit import StepVerdict, audit_grounding
-from boundloop.graph.evals.provider_server import ScriptServer
 from boundloop.graph.evals.memory_audit import MemoryVerdict, audit_run
+from boundloop.graph.evals.provider_server import ScriptServer
 from boundloop.graph.evals.suite import Scenario, Suite
 from boundloop.graph.trace.replay import STEP_KINDS, replay_run
 from boundloop.graph.run.runner import RunReport, Runner

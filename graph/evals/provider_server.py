@@ -2,7 +2,8 @@
 
 It lets a scenario's scripted replies reach the loop through the provider path (the OpenAI client,
 its timeouts, retries and circuit breaker) instead of the in-process scripted model. The role of
-each request is recognised from its system prompt (graph/models/prompts.py); the role's next
+each request is recognised from its system prompt (graph/models/prompts.py; any other is a tool
+server's sampling request, role `sampler`); the role's next
 unanswered step of the script (graph/models/scripted.py `Script`) is its answer: content, tool calls
 (arguments sent as their JSON text) and usage (`prompt_tokens`, `completion_tokens`; a step without
 `usage` reports the scripted model's estimate). A reply is cut at the request's
@@ -28,6 +29,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from boundloop.graph.calls.scope import SAMPLER
 from boundloop.graph.models import prompts
 from boundloop.graph.models.scripted import CHARS_PER_TOKEN, Script, ScriptedUsage, load_script
 
@@ -59,10 +61,11 @@ class HttpFault(BaseModel):
 
 
 def role_of(body: dict[str, Any]) -> str:
-    """The role whose system prompt opens the request; `unknown` when none does."""
+    """The role whose system prompt opens the request; `sampler` when none does: a tool server's
+    sampling request (graph/calls/scope.py) brings its own system prompt, or none."""
     messages = body.get("messages") or [{}]
     system = str(messages[0].get("content") or "") if messages[0].get("role") in ("system", "developer") else ""
-    return next((role for role, prompt in PROMPT_ROLES.items() if system.startswith(prompt[:PREFIX_CHARS])), "unknown")
+    return next((role for role, prompt in PROMPT_ROLES.items() if system.startswith(prompt[:PREFIX_CHARS])), SAMPLER)
 
 
 class ScriptServer:

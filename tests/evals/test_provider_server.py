@@ -16,7 +16,8 @@ from boundloop.graph.models.scripted import Script
 SCRIPT = Script.model_validate({"model_id": "m", "roles": {
     "planner": [{"content": {"steps": [], "blocked": None}, "usage": {"input_tokens": 100, "output_tokens": 20}}],
     "actor": [{"content": "", "tool_calls": [{"name": "workspace__read_file", "args": {"path": "notes.md"}}]},
-              {"content": "Ana publishes the notes."}]}})
+              {"content": "Ana publishes the notes."}],
+    "sampler": [{"content": "a summary"}]}})
 
 
 def ask(client: openai.OpenAI, system: str, **options: object) -> openai.types.chat.ChatCompletion:
@@ -30,12 +31,14 @@ def test_each_role_gets_its_steps_in_order_and_a_role_past_its_steps_an_error_na
         first = ask(client, prompts.ACTOR)
         plan = ask(client, prompts.PLANNER)
         answer = ask(client, prompts.ACTOR, max_completion_tokens=2)
+        sampled = ask(client, "You summarise files for a tool.")  # a tool server's sampling request
         with pytest.raises(openai.BadRequestError, match="actor step 3 requested; script has 2 actor steps"):
             ask(client, prompts.ACTOR)
     call = first.choices[0].message.tool_calls[0]  # type: ignore[index]
     assert (call.function.name, json.loads(call.function.arguments), call.id) == ("workspace__read_file", {"path": "notes.md"}, "call_actor_0_0")  # type: ignore[union-attr]
     assert json.loads(plan.choices[0].message.content or "") == {"steps": [], "blocked": None}
     assert (plan.usage.prompt_tokens, plan.usage.completion_tokens) == (100, 20)  # type: ignore[union-attr]
+    assert sampled.choices[0].message.content == "a summary"
     assert (answer.choices[0].message.content, answer.usage.completion_tokens) == ("Ana publ", 2)  # type: ignore[union-attr]  # cut at the cap, 4 characters a token
 
 
