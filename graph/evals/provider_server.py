@@ -30,6 +30,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from boundloop.graph.calls.scope import SAMPLER
+from boundloop.graph.core.errors import ScriptError
 from boundloop.graph.models import prompts
 from boundloop.graph.models.scripted import CHARS_PER_TOKEN, Script, ScriptedUsage, load_script
 
@@ -169,6 +170,10 @@ if __name__ == "__main__":
     parser.add_argument("--script", required=True, help="a boundloop script file (graph/models/README.md, Scripted model)")
     parser.add_argument("--port", type=int, default=8791)
     arguments = parser.parse_args()
-    with ScriptServer(load_script(arguments.script), port=arguments.port) as running:
+    try:
+        script = load_script(arguments.script)
+    except ScriptError as error:
+        parser.exit(2, f"error: {error}\n")
+    with ScriptServer(script, port=arguments.port) as running:
         print(f"serving {arguments.script} at {running.base_url}", flush=True)
         threading.Event().wait()
