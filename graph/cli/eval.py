@@ -1,5 +1,8 @@
 """cli_eval: `boundloop eval SUITE`, the evaluation metrics (graph/evals/metrics.py) over a suite of scenarios.
 
+`--provider http` runs the suite's golden and fault families through the provider path instead
+(graph/evals/provider_server.py); its stored runs are under the suite's name marked `(provider http)`.
+
 Exit codes: 0 every run as its scenario expects and every threshold met; 5 any miss — a threshold,
 an expected ending, a golden-path deviation, a replay that differed or is not valid — each printed
 on its own line (a CI regression gate; the result-quality code of graph/core/status.py); 2 the
@@ -25,10 +28,10 @@ from boundloop.checkpoints.eval_runs import eval_runs, save_eval_run
 from boundloop.graph.cli.app import DbFlag, JsonFlag, app
 from boundloop.graph.cli.running import err, guarded, out, with_runner
 from boundloop.graph.core.status import Exit
-from boundloop.graph.evals.harness import RunOutcome, run_suite
+from boundloop.graph.evals.harness import Provider, RunOutcome, run_suite
 from boundloop.graph.evals.metrics import Metric, compute, families, misses, run_misses
 from boundloop.graph.evals.report import TREND_RUNS, document, format_bound, format_value, page
-from boundloop.graph.evals.suite import Bound, Suite, load_suite, quick_selection
+from boundloop.graph.evals.suite import Bound, Suite, load_suite, provider_selection, quick_selection
 from boundloop.graph.run.runner import Runner
 
 @app.command("eval")
@@ -39,6 +42,9 @@ def eval_suite(
     markdown: Annotated[bool, typer.Option("--markdown", help="Print the metrics as a Markdown table (the README's).")] = False,
     html: Annotated[Path | None, typer.Option("--html", metavar="FILE", help="Also write the report (metrics, scenarios, plots, trend) "
                                                                             "as one self-contained HTML file.")] = None,
+    provider: Annotated[Provider, typer.Option("--provider", help="How scripted scenarios reach their model: `scripted` (in process) or "
+                                                                  "`http` (the golden and fault families only, each script served by a local "
+                                                                  "OpenAI-compatible server, with its transport faults).")] = "scripted",
     database_url: DbFlag = None,
 ) -> None:
     """Run a suite of scenarios and print the evaluation metrics; exit 5 on any miss (a threshold, an ending, a golden path, a replay).
@@ -50,10 +56,12 @@ def eval_suite(
 
     def action() -> None:
         suite = quick_selection(load_suite(suite_file)) if quick else load_suite(suite_file)
+        if provider == "http":
+            suite = provider_selection(suite)
 
         async def body(runner: Runner) -> None:
             started, started_at = time.monotonic(), datetime.now(timezone.utc)
-            outcomes = await run_suite(runner, suite)
+            outcomes = await run_suite(runner, suite, provider)
             metrics = compute(outcomes)
             missed.extend(run_misses(outcomes) + misses(metrics, suite.thresholds))
             seconds = time.monotonic() - started

@@ -18,11 +18,12 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from boundloop.graph.core.errors import BoundloopError
 from boundloop.graph.evals.grounding_audit import StepVerdict, audit_grounding
 from boundloop.graph.evals.memory_audit import MemoryVerdict, audit_run
+from boundloop.graph.evals.provider_server import ScriptServer
 from boundloop.graph.evals.suite import Scenario, Suite
 from boundloop.graph.trace.replay import STEP_KINDS, replay_run
 from boundloop.graph.run.runner import RunReport, Runner
@@ -111,30 +112,37 @@ def _deviation(path: list[str], golden: list[str]) -> str:
     return f"after step {len(path)}: the run ended, golden {golden[len(path)]}"
 
 
-async def run_suite(runner: Runner, suite: Suite) -> list[RunOutcome]:
+Provider = Literal["scripted", "http"]
+"""How a scripted scenario's model is reached: the in-process scripted model, or the same script
+served by a local OpenAI-compatible server (graph/evals/provider_server.py) through the provider path."""
+PROVIDER_KEY = "local-script-server"
+"""The key the runs send the local script server (it checks none); given as a config file's `api_key`."""
+
+
+async def run_suite(runner: Runner, suite: Suite, provider: Provider = "scripted") -> list[RunOutcome]:
     """Every run of every scenario (a scenario with `repeat: n` gives n outcomes), in suite order."""
     slots = asyncio.Semaphore(suite.concurrency)
 
     async def one(scenario: Scenario) -> RunOutcome:
         async with slots:
-            return await run_scenario(runner, suite, scenario)
+            return await run_scenario(runner, suite, scenario, provider)
 
     jobs = [one(scenario) for scenario in suite.scenarios for _ in range(scenario.repeat)]
     return list(await asyncio.gather(*jobs))
 
 
-async def run_scenario(runner: Runner, suite: Suite, scenario: Scenario) -> RunOutcome:
+async def run_scenario(runner: Runner, suite: Suite, scenario: Scenario, provider: Provider = "scripted") -> RunOutcome:
     outcome = RunOutcome(scenario.name, scenario.mode, scenario.expect.terminal.value, "ERROR",
                          golden=scenario.expect.golden, expected_escalation=scenario.expect.escalates)
     started = time.monotonic()
     try:
         with _scratch() as scratch:
-            first = await _drive(runner, suite, scenario, outcome, scratch)
+            first = await _drive(runner, suite, scenario, outcome, scratch, provider)
             await _record(runner, first, outcome, scenario, scratch / "workspace")
         if scenario.replay:
             again = RunOutcome(scenario.name, scenario.mode, outcome.expected, "ERROR")
             with _scratch() as scratch:
-                second = await _drive(runner, suite, scenario, again, scratch)
+                second = await _drive(runner, suite, scenario, again, scratch, provider)
                 await _record(runner, second, again, scenario, scratch / "workspace")
             outcome.replay_difference = _difference(outcome, again)
             outcome.deterministic = outcome.replay_difference is None
@@ -155,8 +163,16 @@ def _scratch() -> Iterator[Path]:
         shutil.rmtree(scratch, ignore_errors=True)
 
 
-async def _drive(runner: Runner, suite: Suite, scenario: Scenario, outcome: RunOutcome, scratch: Path) -> RunReport:
-    settings = _settings(suite, scenario, scratch)
+async def _drive(runner: Runner, suite: Suite, scenario: Scenario, outcome: RunOutcome, scratch: Path,
+                 provider: Provider) -> RunReport:
+    if provider == "http" and scenario.script is not None:
+        with ScriptServer(scenario.script, faults=scenario.http_faults) as server:  # type: ignore[arg-type]  # the suite validator makes it a Script
+            return await _conduct(runner, scenario, outcome, _settings(suite, scenario, scratch, server.base_url))
+    return await _conduct(runner, scenario, outcome, _settings(suite, scenario, scratch))
+
+
+async def _conduct(runner: Runner, scenario: Scenario, outcome: RunOutcome, settings: RunSettings) -> RunReport:
+    """Start the run and give the scenario's decisions while it waits."""
     report = await runner.start(scenario.task, settings)
     outcome.thread_id = report.thread_id
     decisions = list(scenario.decisions)
@@ -170,7 +186,9 @@ async def _drive(runner: Runner, suite: Suite, scenario: Scenario, outcome: RunO
     return report
 
 
-def _settings(suite: Suite, scenario: Scenario, scratch: Path) -> RunSettings:
+def _settings(suite: Suite, scenario: Scenario, scratch: Path, script_url: str | None = None) -> RunSettings:
+    """The run's settings; with `script_url` the script's model is reached there, by its model id,
+    with a key from a config file, as a user points a run at an OpenAI-compatible endpoint."""
     workspace = scratch / "workspace"
     workspace.mkdir()
     for name, text in scenario.workspace.items():
@@ -179,6 +197,10 @@ def _settings(suite: Suite, scenario: Scenario, scratch: Path) -> RunSettings:
     chosen: dict[str, Any] = {**suite.settings, **scenario.settings, "workspace_root": str(workspace)}
     if scenario.endpoint is not None:
         chosen |= {"model": scenario.endpoint.model, "base_url": scenario.endpoint.base_url, "script": None}
+    elif script_url is not None:
+        key_file = scratch / "provider.json"
+        key_file.write_text(json.dumps({"api_key": PROVIDER_KEY}))
+        chosen |= {"model": scenario.script.model_id, "base_url": script_url, "script": None, "api_key_file": str(key_file)}  # type: ignore[union-attr]  # the suite validator makes it a Script
     else:
         script = scratch / "script.json"
         script.write_text(scenario.script.model_dump_json())  # type: ignore[union-attr]  # the suite validator makes it a Script

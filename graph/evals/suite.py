@@ -16,6 +16,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from boundloop.graph.core.errors import ConfigError
+from boundloop.graph.evals.provider_server import HttpFault
 from boundloop.graph.models.scripted import Script
 from boundloop.graph.core.status import Terminal
 from boundloop.graph.task import RunSettings, Task
@@ -59,6 +60,9 @@ class Scenario(BaseModel):
     script: Script | str | None = None
     """The scripted model's script, inline ({"roles": ...}) or a path relative to the suite file."""
     endpoint: Endpoint | None = None
+    http_faults: dict[str, list[HttpFault]] = Field(default_factory=dict)
+    """Over the provider path (`boundloop eval --provider http`) only: per role, transport faults the
+    script server answers that role's next requests with before its steps (graph/evals/provider_server.py)."""
     workspace: dict[str, str] = Field(default_factory=dict)
     """Files (relative path → text) written into the scenario's fresh workspace."""
     servers: dict[str, Any] | None = None
@@ -134,6 +138,19 @@ def quick_selection(suite: Suite) -> Suite:
     if not chosen:
         raise SuiteError(f"suite {suite.name!r} marks no scenario `quick`; run it whole (without --quick)")
     return suite.model_copy(update={"scenarios": chosen})
+
+
+PROVIDER_MODES = ("golden", "fault")
+"""The families `boundloop eval --provider http` runs through the provider path."""
+
+
+def provider_selection(suite: Suite) -> Suite:
+    """The suite's scripted golden and fault scenarios, to run through the provider path; its name
+    says so, so its stored runs and their trend stay apart from the scripted model's."""
+    chosen = [scenario for scenario in suite.scenarios if scenario.mode in PROVIDER_MODES and scenario.script is not None]
+    if not chosen:
+        raise SuiteError(f"suite {suite.name!r} has no scripted golden or fault scenario for --provider http; run it without --provider")
+    return suite.model_copy(update={"name": f"{suite.name} (provider http)", "scenarios": chosen})
 
 
 def load_suite(path: str | Path) -> Suite:

@@ -234,3 +234,29 @@ async def test_user_corrections_are_counted_from_the_trace(db_url: str) -> None:
         approved, rejected = await run_suite(runner, suite)
     assert (approved.corrections, rejected.corrections) == (0, 1), (approved.problems, rejected.problems)
     assert compute([approved, rejected])["user_correction_rate"].value == 0.5
+
+
+def test_provider_http_runs_the_golden_and_fault_scenarios_through_a_local_server_to_the_same_counts(db_url: str, tmp_path: Path) -> None:
+    faulty = {**SUITE, "scenarios": [*SUITE["scenarios"][:1], {**SUITE["scenarios"][1], "http_faults": {"actor": [{"status": 500}, {"close": True}]}},
+                                     *SUITE["scenarios"][2:]]}
+    suite = tmp_path / "suite.json"
+    suite.write_text(json.dumps(faulty))
+    result = CliRunner().invoke(app, ["eval", str(suite), "--json", "--provider", "http", "--database-url", db_url])
+    assert result.exit_code == Exit.QUALITY, result.output
+    document = json.loads(result.stdout)
+    assert document["suite"] == "hand-checked (provider http)"
+    assert [(run["scenario"], run["terminal"], run["steps"]) for run in document["runs"]] == [("read", "SUCCESS", 11), ("detour", "SUCCESS", 12)]
+    # the provider's usage is the script's: the hand count of the scripted model, the two faulted attempts answering no step
+    assert document["families"]["golden"] == {"runs": 1, "successes": 1, "model_calls": 5, "tokens": 450,
+                                              "model_calls_per_success": 5.0, "tokens_per_success": 450.0}
+    assert [run["model_calls"] for run in document["runs"]] == [5, 6]
+    assert document["missed"] == ["trajectory_efficiency = 1.095 is above its maximum 1.05"]
+
+
+def test_provider_http_on_a_suite_without_golden_or_fault_scenarios_is_one_line_and_exit_2(tmp_path: Path) -> None:
+    suite = tmp_path / "suite.json"
+    suite.write_text(json.dumps({**SUITE, "scenarios": SUITE["scenarios"][2:]}))
+    result = CliRunner().invoke(app, ["eval", str(suite), "--provider", "http"])
+    assert result.exit_code == Exit.BAD_INPUT
+    lines = result.output.strip().splitlines()
+    assert lines == ["error: suite 'hand-checked' has no scripted golden or fault scenario for --provider http; run it without --provider"]
