@@ -204,7 +204,7 @@ def _start(site: Site, db_url: str, *, crash_at: str | None = None, goal: str = 
     files = {option: str(site.home / name) for option, name in
              (("--script", "script.json"), ("--servers", "servers.json"), ("--policy", "policy.json"))}
     return _boundloop(site, "run", goal, "--model", "scripted", *(part for pair in files.items() for part in pair),
-                      "--budget", "side_effects=10", "--planning", "always", "--critique", "always",
+                      "--budget", "side_effects=10", "--planning", "always", "--critique", "always", "--target", "collection:tickets",
                       "--thread", site.thread, "--json", "--database-url", db_url, crash_at=crash_at)
 
 

@@ -80,7 +80,7 @@ class Pool:
 
     def submit(self, name: str, **options: Any) -> str:
         """`boundloop submit` one run named `name` (its thread id); returns the run id."""
-        result = boundloop("submit", "--goal", f"Write {name}'s report", "--model", "scripted", "--script", str(self.script(name, **options)),
+        result = boundloop("submit", "--goal", f"Write {name}'s report in {name}/", "--model", "scripted", "--script", str(self.script(name, **options)),
                            "--servers", str(self.servers), "--budget", "side_effects=10", "--thread", name, "--json", "--database-url", self.db_url)
         assert result.returncode == 0, result.stderr
         [queued] = json.loads(result.stdout)
@@ -92,7 +92,7 @@ class Pool:
         async with workers.opened_queue(runner.pool) as queue:
             for name in names:
                 settings = RunSettings(model="scripted", script=str(self.script(name)), servers=servers)
-                await workers.submit(queue, runner, name, Task(goal=f"Write {name}'s report", budget={"side_effects": 10}), settings)
+                await workers.submit(queue, runner, name, Task(goal=f"Write {name}'s report in {name}/", budget={"side_effects": 10}), settings)
 
     def files(self, name: str) -> dict[str, str]:
         root = self.workspace / name

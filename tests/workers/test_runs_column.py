@@ -37,7 +37,7 @@ async def test_runs_shows_the_holder_and_a_frozen_worker_is_fenced_until_it_dies
     async with Runner(worker_pool.db_url) as runner:
         async with workers.opened_queue(runner.pool) as queue:
             settings = RunSettings(model="scripted", script=str(worker_pool.script(run)), servers=json.loads(worker_pool.servers.read_text()))
-            await workers.submit(queue, runner, run, Task(goal="Write the held report", budget={"side_effects": 10}), settings)
+            await workers.submit(queue, runner, run, Task(goal="Write the held report in held/", budget={"side_effects": 10}), settings)
         frozen = start_worker("w1")
         wait_until("w1 between two writes of the run", lambda: worker_pool.query(MID_RUN, "w1@%"), within_s=90, every_s=0.02)
         frozen.send_signal(signal.SIGSTOP)
