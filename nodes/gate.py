@@ -107,32 +107,20 @@ async def gate(state: LoopState, services: Services) -> LoopUpdate:
     if stopping:
         update["ending"] = stopping
     if tainted:
-        update["boundary"] = _tainted_boundary(state, scope)
+        update["boundary"] = {**state["boundary"], "taint": scope.taint}
     return update
 
 
 def _scope(state: LoopState, registry: Any) -> tuple[gateway.Scope, bool]:
     """The authority the gate holds calls to: the task's targets widened by the accepted plan's, and
-    the call whose untrusted output tainted the run; True when that taint is new (recorded now).
-
-    Once the run is tainted, a plan the model writes may have been steered by what it read, so it
-    widens nothing: the plan targets in force are those of the plan that stood when the taint was
-    found (kept in `boundary.authority.plan_targets`), or a later plan's when a human approved it."""
-    declared = (state.get("boundary") or {}).get("authority") or {}
+    the call whose untrusted output tainted the run; True when that taint is new (recorded now)."""
+    boundary = state.get("boundary") or {}
     plan = state.get("plan") or {}
-    current = authority.from_plan(plan.get("steps", []))
-    known = (state.get("boundary") or {}).get("taint")
+    targets = [*(boundary.get("authority") or {}).get("targets", []), *authority.from_plan(plan.get("steps", []))]
+    known = boundary.get("taint")
     found = known or authority.taint(state.get("observations", []),
                                      lambda tool: bool((spec := registry.get(tool)) is not None and spec.trusted_output))
-    planned = current if known is None or plan.get("approver") else declared.get("plan_targets", [])
-    return gateway.Scope(tuple([*declared.get("targets", []), *planned]), found), found is not None and known is None
-
-
-def _tainted_boundary(state: LoopState, scope: gateway.Scope) -> dict[str, Any]:
-    """The boundary with the taint just found, and the plan targets in force at that moment."""
-    boundary = state["boundary"]
-    plan_targets = authority.from_plan((state.get("plan") or {}).get("steps", []))
-    return {**boundary, "taint": scope.taint, "authority": {**(boundary.get("authority") or {}), "plan_targets": plan_targets}}
+    return gateway.Scope(tuple(targets), found), found is not None and known is None
 
 
 def _refuse_unmet(calls: list[gateway.ProposedCall], bindings: dict[str, schedule.Binding], steps: Sequence[Mapping[str, Any]],

@@ -182,22 +182,3 @@ def test_targets_are_read_from_the_task_text_checks_and_explicit_list():
 def test_an_unknown_target_kind_is_refused_with_the_kinds_named():
     with pytest.raises(ValueError, match="unknown kind 'host'; use one of path, collection, command, recipient"):
         authority.parse_target("host:db1")
-
-
-def test_a_plan_written_after_the_taint_widens_nothing_unless_a_human_approved_it():
-    """The model that re-plans after reading untrusted output may be steered by it: its plan's
-    targets stay out of the authority; the plan that stood at the taint, or one a human approved, count."""
-    from boundloop.nodes.gate import _scope
-
-    steered = {"steps": [{"id": "s2", "description": "write it", "tools": ["workspace__write_file"], "args": {"path": "evil.md"}}]}
-    boundary = {"authority": {"targets": [authority.target("path", "summary.md", "goal")],
-                              "plan_targets": [authority.target("path", "notes.md", "plan step s1")]},
-                "taint": {"call_id": "a0.0", "tool": "workspace__read_file"}}
-
-    def values(state: dict[str, Any]) -> set[str]:
-        return {each["value"] for each in _scope(state, None)[0].targets}  # type: ignore[arg-type]
-
-    assert values({"boundary": boundary, "plan": steered, "observations": []}) == {"summary.md", "notes.md"}
-    assert "evil.md" in values({"boundary": boundary, "plan": {**steered, "approver": "ana"}, "observations": []})
-    untainted = {**boundary, "taint": None}
-    assert "evil.md" in values({"boundary": untainted, "plan": steered, "observations": []})
