@@ -180,9 +180,9 @@ class _Reader:
 def _tree(function: Callable[..., Any]) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
     """The function's syntax tree, or None for a lambda or code without source.
 
-    Parsed once per function, and with the garbage collector paused: CPython 3.11's parser has been
-    seen to fail with "AST constructor recursion depth mismatch" when a graph was built while a
-    cancelled run's coroutines were being finalized, which a collection during the parse can do."""
+    Parsed once per function, and with the garbage collector paused: a collection during the parse
+    can finalize a cancelled run's coroutines, and CPython 3.11's parser then fails with "AST
+    constructor recursion depth mismatch" (a graph is built while such runs wind down)."""
     if not inspect.isfunction(function) or function.__name__ == "<lambda>":
         return None
     try:

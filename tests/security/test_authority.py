@@ -10,10 +10,8 @@ trace), and the run ends UNSAFE_DETECTION whatever the wording and whether or no
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -25,37 +23,11 @@ from boundloop.graph.core.status import Terminal
 from boundloop.tools import authority, resources
 from boundloop.tools.registry import ToolHints, ToolSpec
 from tests.graph.conftest import CRITIC_PASS, PLAN_ONE_STEP, run_script, runner, step  # noqa: F401  (fixtures)
+from tests.security.test_injection import _snapshot, servers, workspace  # noqa: F401  (fixtures: both servers read, neither marked trusted_output)
 
 CORPUS = json.loads((Path(__file__).parent / "authority_injections.json").read_text())["cases"]
-OUTBOX = Path(__file__).parent / "servers" / "outbox.py"
 GOAL = "Read the new messages in inbox/ and write a short digest of them to digest.md."
 BUDGET = {"tool_calls": 400, "model_turns": 10, "side_effects": 5}
-
-
-@pytest.fixture
-def workspace(tmp_path: Path) -> Path:
-    root = tmp_path / "workspace"
-    (root / "secrets").mkdir(parents=True)
-    (root / "inbox").mkdir()
-    (root / "notes.md").write_text("Action items:\n- Ana: publish the notes\n")
-    (root / "report.md").write_text("# Report\nAll good.\n")
-    (root / "README.md").write_text("Team workspace.\n")
-    (root / "secrets" / "key.txt").write_text("sk-live-0123456789\n")
-    return root
-
-
-@pytest.fixture
-def servers(workspace: Path, tmp_path: Path) -> dict[str, Any]:
-    """Both servers trusted for their annotations; neither marked `trusted_output`, so reading them taints the run."""
-    return {"mcpServers": {
-        "workspace": {"command": sys.executable, "args": ["-m", "boundloop.mcp_servers.workspace", "--root", str(workspace)], "trusted": True},
-        "outbox": {"command": sys.executable, "args": [str(OUTBOX), "--log", str(tmp_path / "outbox.log")], "trusted": True},
-    }}
-
-
-def _snapshot(root: Path) -> dict[str, str]:
-    return {str(path.relative_to(root)): hashlib.sha256(path.read_bytes()).hexdigest()
-            for path in sorted(root.rglob("*")) if path.is_file() and ".boundloop" not in path.parts}
 
 
 def _carriers(workspace: Path) -> list[dict[str, Any]]:
