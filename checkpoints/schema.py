@@ -132,6 +132,12 @@ MIGRATIONS = [  # position = version; append, never edit or reorder
     " passed BOOLEAN NOT NULL,"
     " report JSONB NOT NULL)",
     "CREATE INDEX boundloop_eval_runs_suite_idx ON boundloop_eval_runs (suite, quick, id DESC)",
+    # The last tool listing of each set of trusted servers (tools/kept_listing.py), keyed by a hash
+    # of their configs: a short run's first model request goes out while its servers start.
+    "CREATE TABLE boundloop_tool_listings ("
+    " servers_key TEXT PRIMARY KEY,"
+    " pins JSONB NOT NULL,"
+    " listed_at TIMESTAMPTZ NOT NULL DEFAULT now())",
 ]
 
 # Any constant works as long as nothing else in the database uses it: b"boundloo" as an int8.

@@ -20,12 +20,12 @@ from typing import Any, cast
 from langgraph.config import get_config
 from psycopg_pool import AsyncConnectionPool
 
-from boundloop.checkpoints import approvals
+from boundloop.checkpoints import approvals, tool_listings
 from boundloop.checkpoints.lease import LeaseHolder
 from boundloop.graph.core.stops import Stops
-from boundloop.tools import pinning, secrets
+from boundloop.tools import kept_listing, pinning, secrets
 from boundloop.tools.bridge import MCPBridge
-from boundloop.tools.config import load_servers
+from boundloop.tools.config import ServerConfig, load_servers
 from boundloop.tools.errors import ConfigError
 from boundloop.tools.registry import ToolRegistry
 from boundloop.tools.sandbox_hiding import hiding_denied
@@ -78,7 +78,8 @@ class Services:
         self._bridge_locks: dict[str, asyncio.Lock] = {}
         self._bridge_keys: dict[str, str] = {}
         """Per run, the settings its bridge was started for."""
-        self._warmups: set[asyncio.Task[None]] = set()
+        self._warmups: dict[str, asyncio.Task[None]] = {}
+        """Per run, its servers' start in the background (`warm`), until it is done."""
         self._failed_warmups: dict[str, tuple[str, Exception]] = {}
         self._registries: dict[str, tuple[str, ToolRegistry]] = {}
         """Per run, the registry built from its pins, with their version."""
@@ -157,9 +158,7 @@ class Services:
                 raise failed[1]
             bridge = self._bridges.get(run_id)
             if bridge is None:
-                # Off the event loop: the bridge reads the cwd, and the config may be a file, which `langgraph dev` forbids on the loop.
-                # Sandbox servers start with the policy's denied paths hidden from their children.
-                configs = await asyncio.to_thread(lambda: hiding_denied(load_servers(servers_config(settings)), settings))
+                configs = await self._server_configs(settings)
                 auth = None
                 if any(config.oauth for config in configs.values()):
                     from boundloop.tools import oauth  # cryptography and the SDK's OAuth client: only for servers that log in
@@ -170,6 +169,34 @@ class Services:
                 self._bridges[run_id] = bridge
                 self._bridge_keys[run_id] = key
             return bridge
+
+    @staticmethod
+    async def _server_configs(settings: dict[str, Any]) -> dict[str, ServerConfig]:
+        # Off the event loop: the bridge reads the cwd, and the config may be a file, which `langgraph dev` forbids on the loop.
+        # Sandbox servers start with the policy's denied paths hidden from their children.
+        return await asyncio.to_thread(lambda: hiding_denied(load_servers(servers_config(settings)), settings))
+
+    async def tool_pins(self, run_id: str, settings: dict[str, Any], *, may_keep: bool) -> tuple[dict[str, Any], bool]:
+        """The pins intake writes, and whether they are a kept listing (tools/kept_listing.py).
+        `may_keep`: the run's first model request needs no live server, so a kept listing of these
+        servers is pinned and the servers start in the background; else they are started and listed now."""
+        key = kept_listing.servers_key(await self._server_configs(settings))
+        if may_keep and key is not None:
+            if (kept := await tool_listings.kept_pins(await self.pool(), key, max_age_s=kept_listing.MAX_AGE_S)) is not None:
+                self.warm(run_id, settings)
+                return kept, True
+        pins = pinning.pin((await self.bridge(run_id, settings)).specs())
+        if key is not None:
+            await tool_listings.keep_pins(await self.pool(), key, pins)
+        return pins, False
+
+    async def live_pins(self, run_id: str, settings: dict[str, Any], kept: dict[str, Any]) -> dict[str, Any]:
+        """The run's servers' pins as they list their tools now (started, or awaited if starting),
+        kept again for the next run when they differ from `kept`. A server's start failure is raised."""
+        pins = pinning.pin((await self.bridge(run_id, settings)).specs())
+        if pins["version"] != kept["version"] and (key := kept_listing.servers_key(await self._server_configs(settings))) is not None:
+            await tool_listings.keep_pins(await self.pool(), key, pins)
+        return pins
 
     def warm(self, run_id: str, settings: dict[str, Any]) -> None:
         """Start the run's tool servers now, in the background, so that they come up while the
@@ -183,9 +210,10 @@ class Services:
             except Exception as error:
                 self._failed_warmups[run_id] = (key, error)
 
-        task = asyncio.create_task(start())
-        self._warmups.add(task)
-        task.add_done_callback(self._warmups.discard)
+        if run_id in self._warmups:
+            return
+        task = self._warmups[run_id] = asyncio.create_task(start())
+        task.add_done_callback(lambda _: self._warmups.pop(run_id, None))
 
     async def know_secrets(self, settings: dict[str, Any]) -> None:
         """Remember the run's configured server secrets in this process (tools/secrets.py) without
@@ -221,7 +249,11 @@ class Services:
         return ToolRegistry((await self.bridge(run_id, settings)).specs())
 
     async def close_run(self, run_id: str) -> None:
-        """Stop the run's tool servers (a later step of the run starts them again)."""
+        """Stop the run's tool servers (a later step of the run starts them again), once a start in
+        the background has got as far as it will: none is left running after this."""
+        if (warming := self._warmups.get(run_id)) is not None:
+            await asyncio.gather(warming, return_exceptions=True)
+        self._failed_warmups.pop(run_id, None)
         async with self._bridge_locks.setdefault(run_id, asyncio.Lock()):
             bridge = self._bridges.pop(run_id, None)
             self._bridge_keys.pop(run_id, None)
@@ -252,9 +284,9 @@ class Services:
         return self._leases
 
     async def aclose(self) -> None:
-        for task in list(self._warmups):
+        for task in list(self._warmups.values()):
             task.cancel()
-        await asyncio.gather(*self._warmups, return_exceptions=True)
+        await asyncio.gather(*self._warmups.values(), return_exceptions=True)
         for run_id in list(self._bridges):
             await self.close_run(run_id)
         await self.shared_sessions.aclose()

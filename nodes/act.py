@@ -17,6 +17,7 @@ never dispatches), so no side effect is lost or repeated; only the model call is
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Mapping
 from typing import Any
@@ -28,6 +29,7 @@ from boundloop.graph.models import size
 from boundloop.graph.quality import goal_check
 from boundloop.graph import guards, ladder, schedule
 from boundloop.graph.calls import hosted as hosted_tools
+from boundloop.graph.core import deadline
 from boundloop.graph.core.budget import add_usage
 from boundloop.graph.core.records import Status
 from boundloop.graph.models.catalog import NoReply, call_model, model_id
@@ -88,9 +90,33 @@ async def ask_actor(state: LoopState, services: Services) -> LoopUpdate:
         reply, update = await call_model(state, services, "actor", request, tools=tools, options=options, spent=checked.update, measure=measure)
     except NoReply as stopped:
         return {**stopped.update, "status": {"phase": "act"}}
+    replied: LoopUpdate = {**checked.update, **update, "usage": add_usage(checked.update.get("usage"), update["usage"])}
+    if (state.get("tools") or {}).get("kept"):  # the reply was made from a kept listing: the live one decides
+        live = await confirm_kept_tools(state, services)
+        if live.get("ending"):
+            return {**replied, **live, "status": {"phase": "act"}}
+        if live["tools"]["version"] != state["tools"]["version"]:  # drop the reply unsent; ask again on the live definitions
+            return {**combined(replied, await ask_actor(applied(state, {**replied, **live}), services)), **live}
+        replied = {**replied, **live}
     reported = await hosted_tools.observe_reply(state, services, reply)  # calls the provider already made
-    usage = add_usage(add_usage(checked.update.get("usage"), update["usage"]), reported.pop("usage", None))
-    return {**checked.update, **update, **reported, "usage": usage, "messages": [reply], "status": {"phase": "act"}}
+    usage = add_usage(replied["usage"], reported.pop("usage", None))
+    return {**replied, **reported, "usage": usage, "messages": [reply], "status": {"phase": "act"}}
+
+
+async def confirm_kept_tools(state: LoopState, services: Services) -> LoopUpdate:
+    """The live pins (`tools`) once the run's servers are up, or the ending when they do not come up in time."""
+    run_id = current_run_id()
+    try:
+        return {"tools": await asyncio.wait_for(services.live_pins(run_id, state["settings"], state["tools"]), deadline.seconds_left())}
+    except TimeoutError:
+        if not deadline.passed():
+            raise
+        return {"ending": ending(Terminal.TIMEOUT, "the step's time ran out while the tool servers started.",
+                                 f"Check why the servers start slowly, then continue with `boundloop resume {run_id}`.")}
+    except Exception as error:  # a tool server that will not start is a dependency failure, as at intake
+        return {"ending": ending(Terminal.UNAVAILABLE_DEP, f"tool servers unavailable: {error}",
+                                 f"Check the MCP server configuration, then continue with `boundloop resume {run_id}`.",
+                                 dependency="mcp_servers", resume_to="act")}
 
 
 def actor_request(state: Mapping[str, Any], tools: list[dict[str, Any]]) -> tuple[list[BaseMessage], list[dict[str, Any]]]:

@@ -1,7 +1,9 @@
 """intake: accept a task, fix the settings, budget and autonomy boundary the run will live by.
 
 It also pins the run's tools: their definitions as the servers list them now become the state's
-`tools`, the only registry every later step uses (tools/pinning.py)."""
+`tools`, the only registry every later step uses (tools/pinning.py). An unplanned run on trusted
+servers may pin the listing kept from an earlier run instead, marked `kept`, while its servers start
+in the background; its first actor step confirms it (tools/kept_listing.py)."""
 
 from __future__ import annotations
 
@@ -46,10 +48,13 @@ async def intake(state: LoopState, runtime: Runtime[RunSettings], services: Serv
         return _refuse(Terminal.VALIDATION_FAIL, f"task rejected: {where}: {first['msg']}", "Fix the task and submit it again.")
     budget = budget_for(task.profile, task.budget)
     settings_json = settings.model_dump(mode="json")
+    control = proportion.decide(task.model_dump(mode="json"), settings_json)
     try:
         left = deadline.budget_left_s(budget.model_dump(), state.get("usage"))
         try:  # the servers' start is charged to the wall clock, so it is bounded by it too
-            registry = await asyncio.wait_for(services.registry(current_run_id(), settings_json), left)
+            # Unplanned and without hosted tools, the first model request is the actor's alone: it may go out on a kept listing while the servers start.
+            pinned, kept = await asyncio.wait_for(
+                services.tool_pins(current_run_id(), settings_json, may_keep=not control["planning"]["plan"] and not settings.hosted_tools), left)
         except TimeoutError:
             if left is None or budget.wall_clock_s is None:
                 raise
@@ -61,7 +66,7 @@ async def intake(state: LoopState, runtime: Runtime[RunSettings], services: Serv
         return _refuse(Terminal.UNAVAILABLE_DEP, str(error), "Fix the configuration and run again.", settings_json)
     except Exception as error:  # a tool server that will not start is a dependency failure, not a crash
         return _refuse(Terminal.UNAVAILABLE_DEP, f"tool servers unavailable: {error}", "Check the MCP server configuration.", settings_json)
-    pinned = pinning.pin(registry.specs())
+    registry = pinning.registry_of(pinned)
     try:
         policy = gateway.run_policy(settings_json, task.profile)
     except PolicyError as error:
@@ -76,11 +81,10 @@ async def intake(state: LoopState, runtime: Runtime[RunSettings], services: Serv
     if offered and api_of(actor) != "responses":
         return _refuse(Terminal.VALIDATION_FAIL, NEEDS_RESPONSES.format(model=actor["model"], api=api_of(actor)),
                        "Choose a Responses-API model for the run, or drop the hosted tools.", settings_json)
-    control = proportion.decide(task.model_dump(mode="json"), settings_json)
     update: LoopUpdate = {
         "task": task.model_dump(mode="json"),
         "settings": settings_json,
-        "tools": pinned,
+        "tools": {**pinned, "kept": True} if kept else pinned,
         "budget": budget.model_dump(mode="json"),
         "boundary": {
             "profile": task.profile,

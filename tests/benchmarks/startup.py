@@ -11,10 +11,13 @@ local OpenAI-compatible server (tests/graph/fake_openai.py) that answers each re
 pass-through that notes when the first tool call arrived (tests/benchmarks/stamp_calls.py); both
 checkpoint in the same Postgres. Every time is counted from the process's spawn.
 
-Per system: time to the first model request, to the first tool call, and to the exit; the
-median over the repetitions with its min–max, the ratios taken within each repetition, and
-boundloop's intake step (its trace: starting and listing the tool servers, less what they did
-while the runner opened).
+Two cases, alternating in each repetition: the first run in a new workspace, and a later run in a
+workspace each system has run in before (boundloop then pins the tool listing kept from that earlier
+run and sends its first model request while the server starts: tools/kept_listing.py). Per case and
+system: time to the first model request, to the first tool call, and to the exit; the median over
+the repetitions with its min–max, the ratios taken within each repetition, and boundloop's intake
+step (its trace: starting and listing the tool servers, less what they did while the runner
+opened; with a kept listing, reading it).
 The load average is printed. Asserts nothing. Database: BOUNDLOOP_DATABASE_URL, else the
 embedded cluster.
 """
@@ -70,23 +73,28 @@ def command(system: str, fake: FakeOpenAI, database: str, servers: Path, workspa
     return [sys.executable, "-m", "tests.benchmarks.startup_peer", fake.base_url, database, str(servers), str(workspace)]
 
 
-def run_once(system: str, database: str, latency_s: float) -> Times:
-    with tempfile.TemporaryDirectory(prefix="bench-startup-") as tmp, FakeOpenAI(delay_s=latency_s) as fake:
-        directory = Path(tmp)
-        workspace = directory / "workspace"
-        workspace.mkdir()
-        (workspace / "notes.md").write_text(NOTES)
-        stamp = directory / "first-tool-call"
+def run_once(system: str, database: str, latency_s: float, directory: Path | None = None) -> Times:
+    """One run in `directory` (its workspace and servers file; kept between runs given the same one),
+    else in a new temporary directory."""
+    if directory is None:
+        with tempfile.TemporaryDirectory(prefix="bench-startup-") as tmp:
+            return run_once(system, database, latency_s, Path(tmp))
+    workspace = directory / "workspace"
+    workspace.mkdir(exist_ok=True)
+    (workspace / "notes.md").write_text(NOTES)
+    stamp = directory / "first-tool-call"
+    stamp.unlink(missing_ok=True)
+    with FakeOpenAI(delay_s=latency_s) as fake:
         argv = command(system, fake, database, servers_file(directory, workspace, stamp), workspace)
         spawned = time.time()
         done = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, env={**os.environ, "OPENAI_API_KEY": "sk-bench-startup"})
         ended = time.time()
-        if done.returncode != 0 or not stamp.exists() or not fake.arrived:
-            raise SystemExit(f"{system} run failed (exit {done.returncode}): {done.stderr.strip()[-600:]}")
-        times = Times(fake.arrived[0] - spawned, float(stamp.read_text()) - spawned, ended - spawned)
-        if system == "boundloop":
-            times.intake = asyncio.run(intake_s(database, json.loads(done.stdout)["run_id"]))
-        return times
+    if done.returncode != 0 or not stamp.exists() or not fake.arrived:
+        raise SystemExit(f"{system} run failed (exit {done.returncode}): {done.stderr.strip()[-600:]}")
+    times = Times(fake.arrived[0] - spawned, float(stamp.read_text()) - spawned, ended - spawned)
+    if system == "boundloop":
+        times.intake = asyncio.run(intake_s(database, json.loads(done.stdout)["run_id"]))
+    return times
 
 
 async def intake_s(database: str, run_id: str) -> float:
@@ -107,21 +115,30 @@ def main() -> None:
     args = parser.parse_args()
     database = os.environ.get("BOUNDLOOP_DATABASE_URL") or database_url()
     systems = ("boundloop", "create_agent")
-    results: dict[str, list[Times]] = {system: [] for system in systems}
-    for _ in range(args.reps):
-        for system in systems:
-            results[system].append(run_once(system, database, args.latency_ms / 1000))
+    first: dict[str, list[Times]] = {system: [] for system in systems}
+    later: dict[str, list[Times]] = {system: [] for system in systems}
+    with tempfile.TemporaryDirectory(prefix="bench-startup-") as tmp:
+        kept = {system: Path(tmp) / system for system in systems}
+        for directory in kept.values():
+            directory.mkdir()
+        for system in systems:  # an unmeasured first run in each system's own workspace
+            run_once(system, database, args.latency_ms / 1000, kept[system])
+        for _ in range(args.reps):
+            for system in systems:
+                first[system].append(run_once(system, database, args.latency_ms / 1000))
+                later[system].append(run_once(system, database, args.latency_ms / 1000, kept[system]))
     print(f"start-up from a new process, {args.reps} repetitions, model latency {args.latency_ms:g} ms; "
           f"load average {os.getloadavg()[0]:.2f}")
-    print(f"{'seconds from spawn':24} {'boundloop':>20} {'create_agent':>20} {'ratio':>20}")
-    for field in ("first_model", "first_tool", "exit"):
-        ours = [getattr(t, field) for t in results["boundloop"]]
-        peer = [getattr(t, field) for t in results["create_agent"]]
-        ratios = [a / b for a, b in zip(ours, peer)]
-        print(f"{field.replace('_', ' '):24} {spread(ours):>20} {spread(peer):>20} {spread(ratios):>20}")
-    intake = [t.intake for t in results["boundloop"] if t.intake is not None]
-    print(f"boundloop's intake step (servers started and listed, after the runner opened): {spread(intake)} s")
-
+    for title, results in (("the first run in a workspace", first), ("a later run in the same workspace", later)):
+        print(f"\n{title}")
+        print(f"{'seconds from spawn':24} {'boundloop':>20} {'create_agent':>20} {'ratio':>20}")
+        for field in ("first_model", "first_tool", "exit"):
+            ours = [getattr(t, field) for t in results["boundloop"]]
+            peer = [getattr(t, field) for t in results["create_agent"]]
+            ratios = [a / b for a, b in zip(ours, peer)]
+            print(f"{field.replace('_', ' '):24} {spread(ours):>20} {spread(peer):>20} {spread(ratios):>20}")
+        intake = [t.intake for t in results["boundloop"] if t.intake is not None]
+        print(f"boundloop's intake step: {spread(intake)} s")
 
 if __name__ == "__main__":
     main()

@@ -20,6 +20,7 @@ TABLES = {
     "boundloop_approvals",
     "boundloop_langsmith_roots",
     "boundloop_eval_runs",
+    "boundloop_tool_listings",
 }
 
 
