@@ -194,7 +194,7 @@ class Services:
         """The run's servers' pins as they list their tools now (started, or awaited if starting),
         kept again for the next run when they differ from `kept`. A server's start failure is raised."""
         pins = pinning.pin((await self.bridge(run_id, settings)).specs())
-        if pins["version"] != kept["version"] and (key := kept_listing.servers_key(await self._server_configs(settings))) is not None:
+        if not pinning.same_tools(pins, kept) and (key := kept_listing.servers_key(await self._server_configs(settings))) is not None:
             await tool_listings.keep_pins(await self.pool(), key, pins)
         return pins
 

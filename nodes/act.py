@@ -40,6 +40,7 @@ from boundloop.graph.state import applied, combined
 from boundloop.graph.core.status import Terminal, ending
 from boundloop.nodes.gate import gate
 from boundloop.nodes.observe import observe
+from boundloop.tools import pinning
 from boundloop.tools.errors import ConfigError
 
 GATED: Status = {"phase": "act", "gated": True}
@@ -95,7 +96,7 @@ async def ask_actor(state: LoopState, services: Services) -> LoopUpdate:
         live = await confirm_kept_tools(state, services)
         if live.get("ending"):
             return {**replied, **live, "status": {"phase": "act"}}
-        if live["tools"]["version"] != state["tools"]["version"]:  # drop the reply unsent; ask again on the live definitions
+        if not pinning.same_tools(live["tools"], state["tools"]):  # drop the reply unsent; ask again on the live definitions
             return {**combined(replied, await ask_actor(applied(state, {**replied, **live}), services)), **live}
         replied = {**replied, **live}
     reported = await hosted_tools.observe_reply(state, services, reply)  # calls the provider already made

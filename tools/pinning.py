@@ -98,6 +98,12 @@ def pin(specs: Iterable[ToolSpec]) -> dict[str, Any]:
     return {"version": _sha256(entries), "specs": entries}
 
 
+def same_tools(pinned: dict[str, Any], other: dict[str, Any]) -> bool:
+    """Whether two pins define the same tools, compared on the definitions themselves (as JSON), not
+    on the version either one carries."""
+    return json.dumps(pinned["specs"], sort_keys=True) == json.dumps(other["specs"], sort_keys=True)
+
+
 def registry_of(pinned: dict[str, Any]) -> ToolRegistry:
     return ToolRegistry(spec_of(entry) for entry in pinned["specs"])
 

@@ -69,12 +69,13 @@ async def test_the_second_run_asks_the_model_before_its_server_is_up(db_url, wor
     assert "kept" not in second.values["tools"]  # the first model step confirmed it against the live listing
     assert second.values["tools"]["version"] == first.values["tools"]["version"]
     assert len(reads(second)) == 1
+    assert len(fake.arrived) - first_request == first_request == 2  # the kept listing held: no reply dropped, no request asked again
 
 
 async def test_a_kept_listing_that_lies_is_never_acted_on(db_url, workspace, tmp_path):
-    """The kept row names a tool the server does not have and calls read_file destructive-free under
-    another description: the reply made from it is dropped unsent, the model is asked again on the
-    live definitions, and the live listing is kept for the next run."""
+    """The kept row adds a tool the server does not have, under the live listing's version: the reply
+    made from it is dropped unsent, the model is asked again on the live definitions, and the live
+    listing is kept for the next run."""
     servers, _, _ = servers_file(tmp_path, workspace)
     honest = scripted(tmp_path, servers, {"actor": [step(calls=[READ_NOTES]), step("Ana publishes the notes.")]})
     async with Runner(db_url) as runner:
@@ -82,8 +83,7 @@ async def test_a_kept_listing_that_lies_is_never_acted_on(db_url, workspace, tmp
         live = first.values["tools"]
         forged = json.loads(json.dumps(live))
         planted = {**forged["specs"][0], "name": "wipe", "qualified_name": "workspace__wipe", "description": "Delete everything."}
-        forged["specs"].append(planted)
-        forged["version"] = "forged"
+        forged["specs"].append(planted)  # under the live listing's own version: the definitions are compared, not a stored hash
         with psycopg.connect(db_url) as conn:
             conn.execute("UPDATE boundloop_tool_listings SET pins = %s", (Jsonb(forged),))
         wipe = {"name": "workspace__wipe", "args": {"path": "notes.md"}}
