@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import json
 import sys
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import Any, cast
@@ -52,6 +53,10 @@ def default_servers(workspace_root: str) -> dict[str, Any]:
     }
 
 
+KEEP_AGAIN_S = 3600.0
+"""How often a long-lived process writes again the listing it keeps for its servers, so that it stays
+young enough to be pinned (tools/kept_listing.MAX_AGE_S)."""
+
 MAX_ACTIVE_RUNS = 64
 """Runs one process drives at once by default; more wait for a slot (never fail for lack of one).
 Each active run holds its MCP servers and takes pool connections for its writes."""
@@ -81,6 +86,8 @@ class Services:
         self._warmups: dict[str, asyncio.Task[None]] = {}
         """Per run, its servers' start in the background (`warm`), until it is done."""
         self._failed_warmups: dict[str, tuple[str, Exception]] = {}
+        self._kept: dict[str, tuple[str, float]] = {}
+        """Per kept-listing key, the version this process last kept and when (monotonic seconds)."""
         self._registries: dict[str, tuple[str, ToolRegistry]] = {}
         """Per run, the registry built from its pins, with their version."""
         self._write_locks: dict[str, asyncio.Lock] = {}
@@ -187,15 +194,24 @@ class Services:
                 return kept, True
         pins = pinning.pin((await self.bridge(run_id, settings)).specs())
         if key is not None:
-            await tool_listings.keep_pins(await self.pool(), key, pins)
+            await self._keep(key, pins)
         return pins, False
+
+    async def _keep(self, key: str, pins: dict[str, Any]) -> None:
+        """Keep `pins` for the next run on these servers: written when this process has not kept this
+        very listing under `key` within the hour (runs at once on the same servers do not all write one row)."""
+        kept = self._kept.get(key)
+        if kept is None or kept[0] != pins["version"] or time.monotonic() - kept[1] > KEEP_AGAIN_S:
+            self._kept[key] = (pins["version"], time.monotonic())
+            await tool_listings.keep_pins(await self.pool(), key, pins)
 
     async def live_pins(self, run_id: str, settings: dict[str, Any], kept: dict[str, Any]) -> dict[str, Any]:
         """The run's servers' pins as they list their tools now (started, or awaited if starting),
         kept again for the next run when they differ from `kept`. A server's start failure is raised."""
         pins = pinning.pin((await self.bridge(run_id, settings)).specs())
         if not pinning.same_tools(pins, kept) and (key := kept_listing.servers_key(await self._server_configs(settings))) is not None:
-            await tool_listings.keep_pins(await self.pool(), key, pins)
+            self._kept.pop(key, None)
+            await self._keep(key, pins)
         return pins
 
     def warm(self, run_id: str, settings: dict[str, Any]) -> None:

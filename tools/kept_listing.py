@@ -15,6 +15,7 @@ make a run ask the model twice, never send a call the server no longer defines t
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 from collections.abc import Mapping
@@ -33,5 +34,10 @@ def servers_key(configs: Mapping[str, ServerConfig]) -> str | None:
     if not configs or not all(config.trusted for config in configs.values()):
         return None
     described = [config.model_dump(mode="json") for _, config in sorted(configs.items())]
-    text = json.dumps({"boundloop": metadata.version("boundloop"), "servers": described}, sort_keys=True)
+    text = json.dumps({"boundloop": _version(), "servers": described}, sort_keys=True)
     return hashlib.sha256(text.encode()).hexdigest()
+
+
+@functools.cache
+def _version() -> str:
+    return metadata.version("boundloop")  # reads the installed metadata: once per process
