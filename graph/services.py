@@ -189,9 +189,11 @@ class Services:
         servers is pinned and the servers start in the background; else they are started and listed now."""
         key = kept_listing.servers_key(await self._server_configs(settings))
         if may_keep and key is not None:
-            if (kept := await tool_listings.kept_pins(await self.pool(), key, max_age_s=kept_listing.MAX_AGE_S)) is not None:
+            kept = await tool_listings.kept_pins(await self.pool(), key, max_age_s=kept_listing.MAX_AGE_S)
+            if kept_listing.usable(kept):
                 self.warm(run_id, settings)
-                return kept, True
+                return cast(dict[str, Any], kept), True
+            self._kept.pop(key, None)  # damaged or gone: written again below
         pins = pinning.pin((await self.bridge(run_id, settings)).specs())
         if key is not None:
             await self._keep(key, pins)

@@ -21,6 +21,7 @@ import json
 from collections.abc import Mapping
 from importlib import metadata
 
+from boundloop.tools import pinning
 from boundloop.tools.config import ServerConfig
 
 MAX_AGE_S = 24 * 3600.0
@@ -36,6 +37,15 @@ def servers_key(configs: Mapping[str, ServerConfig]) -> str | None:
     described = [config.model_dump(mode="json") for _, config in sorted(configs.items())]
     text = json.dumps({"boundloop": _version(), "servers": described}, sort_keys=True)
     return hashlib.sha256(text.encode()).hexdigest()
+
+
+def usable(pins: object) -> bool:
+    """Whether a kept row is pins a run can be given: a version and specs a registry is built from.
+    Anything else (a row damaged or written by hand) is passed over, and the servers are asked."""
+    try:
+        return isinstance(pins, dict) and isinstance(pins["version"], str) and bool(pinning.registry_of(pins).specs())
+    except (KeyError, TypeError, ValueError, AttributeError):
+        return False
 
 
 @functools.cache

@@ -140,3 +140,18 @@ async def test_untrusted_servers_and_planned_runs_always_wait_for_a_live_listing
         short = await runner.start(Task(goal=GOAL), scripted(tmp_path, trusted, roles))
         assert (await intake_pins(runner, short.thread_id)).get("kept") is True
         assert short.status == Terminal.SUCCESS
+
+
+async def test_a_damaged_kept_row_is_passed_over_and_written_again(db_url, workspace, tmp_path):
+    servers, _, _ = servers_file(tmp_path, workspace)
+    roles = {"actor": [step(calls=[READ_NOTES]), step("Ana publishes the notes.")]}
+    async with Runner(db_url) as runner:
+        live = {key: value for key, value in (await runner.start(Task(goal=GOAL), scripted(tmp_path, servers, roles))).values["tools"].items()}
+        for damaged in ({}, {"version": 1, "specs": []}, {"version": "v", "specs": "nul\\u0000"}, {"version": "v", "specs": [{"name": None}]},
+                        {"version": "v", "specs": []}, [1, 2]):
+            with psycopg.connect(db_url) as conn:
+                conn.execute("UPDATE boundloop_tool_listings SET pins = %s", (Jsonb(damaged),))
+            report = await runner.start(Task(goal=GOAL), scripted(tmp_path, servers, roles))
+            assert report.status == Terminal.SUCCESS, (damaged, report.values.get("ending"))
+            assert "kept" not in await intake_pins(runner, report.thread_id), damaged
+            assert kept_rows(db_url) == [live], damaged
