@@ -267,9 +267,10 @@ class Services:
         return ToolRegistry((await self.bridge(run_id, settings)).specs())
 
     async def close_run(self, run_id: str) -> None:
-        """Stop the run's tool servers (a later step of the run starts them again), once a start in
-        the background has got as far as it will: none is left running after this."""
+        """Stop the run's tool servers (a later step of the run starts them again), a start in the
+        background included: it is cancelled, and leaves no server behind."""
         if (warming := self._warmups.get(run_id)) is not None:
+            warming.cancel()
             await asyncio.gather(warming, return_exceptions=True)
         self._failed_warmups.pop(run_id, None)
         async with self._bridge_locks.setdefault(run_id, asyncio.Lock()):

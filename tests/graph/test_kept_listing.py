@@ -4,6 +4,7 @@ listing do harm: a listing that lies, a server that no longer starts, untrusted 
 
 from __future__ import annotations
 
+import asyncio
 import json
 import sys
 from pathlib import Path
@@ -155,3 +156,32 @@ async def test_a_damaged_kept_row_is_passed_over_and_written_again(db_url, works
             assert report.status == Terminal.SUCCESS, (damaged, report.values.get("ending"))
             assert "kept" not in await intake_pins(runner, report.thread_id), damaged
             assert kept_rows(db_url) == [live], damaged
+
+
+async def test_a_server_that_hangs_its_start_ends_the_run_on_its_wall_clock_with_nothing_sent(db_url, workspace, tmp_path):
+    servers, script, up = servers_file(tmp_path, workspace)
+    roles = {"actor": [step(calls=[READ_NOTES]), step("Ana publishes the notes.")]}
+    async with Runner(db_url) as runner:
+        assert (await runner.start(Task(goal=GOAL), scripted(tmp_path, servers, roles))).status == Terminal.SUCCESS
+        script.write_text("exec sleep 600\n")  # never answers the handshake
+        hung = await runner.start(Task(goal=GOAL, budget={"wall_clock_s": 6}), scripted(tmp_path, servers, roles))
+    assert hung.status == Terminal.TIMEOUT, hung.values.get("ending")
+    assert hung.values["observations"] == []
+    assert hung.values["usage"]["model_turns"] == 1  # the kept listing let the first request go out meanwhile
+
+
+async def test_runs_at_once_on_a_kept_listing_each_confirm_it_and_write_no_row(db_url, workspace, tmp_path):
+    servers, _, up = servers_file(tmp_path, workspace)
+    roles = {"actor": [step(calls=[READ_NOTES]), step("Ana publishes the notes.")]}
+    async with Runner(db_url) as runner:
+        first = await runner.start(Task(goal=GOAL), scripted(tmp_path, servers, roles))
+        with psycopg.connect(db_url) as conn:
+            (listed_at,) = conn.execute("SELECT listed_at FROM boundloop_tool_listings").fetchone()
+        reports = await asyncio.gather(*(runner.start(Task(goal=GOAL), scripted(tmp_path, servers, roles)) for _ in range(8)))
+        pinned = [await intake_pins(runner, report.thread_id) for report in reports]
+    assert [report.status for report in reports] == [Terminal.SUCCESS] * 8
+    assert all(pins.get("kept") for pins in pinned)
+    assert all(report.values["tools"] == first.values["tools"] and len(reads(report)) == 1 for report in reports)
+    assert len(up.read_text().split()) == 9  # each run started its own server
+    with psycopg.connect(db_url) as conn:
+        assert conn.execute("SELECT listed_at FROM boundloop_tool_listings").fetchone() == (listed_at,)  # nothing to write again
