@@ -3,14 +3,15 @@ waiting for them to start and list again.
 
 A short run's first model request needs only the tool definitions, not a live server. For a set of
 servers that are all `trusted`, the listing a run got is kept in PostgreSQL
-(checkpoints/tool_listings.py) under a hash of their configs and boundloop's version; the next run
-with the very same configs pins that listing at intake, sends its first request, and starts the
-servers meanwhile. The run's first model step then waits for the servers and compares their live
-listing with the kept one: the same, and the pins stand; different, and the reply made from the
-kept definitions is dropped unsent, the live listing is pinned and kept, and the model is asked
-again. A server that does not start ends the run there, before any call. Every call is checked
-against the live definition before dispatch as always (tools/pinning.py), so a kept listing can
-make a run ask the model twice, never send a call the server no longer defines that way.
+(checkpoints/tool_listings.py) under a hash of their configs (environment and header names, not
+their values) and boundloop's version; the next run with the very same configs pins that listing at
+intake, sends its first request, and starts the servers meanwhile. The run's first model step then
+waits for the servers and compares their live listing with the kept one: the same, and the pins
+stand; different, and the reply made from the kept definitions is dropped unsent, the live listing
+is pinned and kept, and the model is asked again. A server that does not start ends the run there,
+before any call. Every call is checked against the live definition before dispatch as always
+(tools/pinning.py), so a kept listing can make a run ask the model twice, never send a call the
+server no longer defines that way.
 """
 
 from __future__ import annotations
@@ -34,7 +35,8 @@ def servers_key(configs: Mapping[str, ServerConfig]) -> str | None:
     (an untrusted server's listing is always asked of it)."""
     if not configs or not all(config.trusted for config in configs.values()):
         return None
-    described = [config.model_dump(mode="json") for _, config in sorted(configs.items())]
+    described = [{**config.model_dump(mode="json", exclude={"env", "headers"}), "env": sorted(config.env), "headers": sorted(config.headers)}
+                 for _, config in sorted(configs.items())]  # names only: no hash of a secret's value is ever stored
     text = json.dumps({"boundloop": _version(), "servers": described}, sort_keys=True)
     return hashlib.sha256(text.encode()).hexdigest()
 
