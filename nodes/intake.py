@@ -66,7 +66,7 @@ async def intake(state: LoopState, runtime: Runtime[RunSettings], services: Serv
         return _refuse(Terminal.UNAVAILABLE_DEP, str(error), "Fix the configuration and run again.", settings_json)
     except Exception as error:  # a tool server that will not start is a dependency failure, not a crash
         return _refuse(Terminal.UNAVAILABLE_DEP, f"tool servers unavailable: {error}", "Check the MCP server configuration.", settings_json)
-    registry = pinning.registry_of(pinned)
+    registry = await services.registry(current_run_id(), settings_json, pinned)  # built once, for every later step too
     try:
         policy = gateway.run_policy(settings_json, task.profile)
     except PolicyError as error:

@@ -135,4 +135,9 @@ ensure_node_packages
 ensure_bubblewrap
 ensure_sandbox_pytest
 ensure_chromium
+# The whole suite runs on two workers, each taking a test file at a time (pytest-xdist): most tests
+# wait on servers, databases and subprocesses, not on the CPU. A selection runs in one process.
+if [[ $# -eq 0 ]]; then
+  set -- -n 2 --dist loadfile
+fi
 exec "$VENV_PYTHON" -m pytest -q "$@"

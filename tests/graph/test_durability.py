@@ -30,7 +30,7 @@ async def test_resubmitting_a_committed_task_returns_its_result_without_running_
 
 
 def test_two_processes_resuming_the_same_run_at_once_only_one_executes(db_url, tmp_path):
-    _, servers, script = _crash_task(tmp_path, "shared", slow_s=8)
+    _, servers, script = _crash_task(tmp_path, "shared", slow_s=60)  # longer than a loaded machine takes to start the second resumer
     crashed = subprocess.run([BOUNDLOOP, *_run_args(servers, script, "shared", db_url)], env=_env(BOUNDLOOP_CRASH_AT="enter:act#2"),
                              capture_output=True, text=True, timeout=120)
     assert crashed.returncode == -signal.SIGKILL

@@ -133,9 +133,10 @@ def test_each_refused_answer_says_how_many_are_left_and_the_last_exits_with_the_
 
 @pytest.mark.parametrize(("signum", "code"), [(signal.SIGTERM, Exit.SIGTERM), (signal.SIGINT, Exit.SIGINT)])
 def test_a_signal_halts_the_run_at_once_and_exits_128_plus_its_number(db_url, tmp_path, signum, code):
-    """Sent while a 60 s tool call runs: the call is cancelled, the run recorded USER_CANCEL, the
-    process gone within seconds; the `boundloop resume` its halt record names then finishes the run (0)."""
-    _, servers, script = _crash_task(tmp_path, "halted", slow_s=60)
+    """Sent while a 20 s tool call runs: the call is cancelled, the run recorded USER_CANCEL, the
+    process gone within seconds; the `boundloop resume` its halt record names then finishes the run (0),
+    making the call again."""
+    _, servers, script = _crash_task(tmp_path, "halted", slow_s=20)
     process = subprocess.Popen([BOUNDLOOP, *_run_args(servers, script, "halted", db_url)], env=_env(),
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     _wait_for_node(db_url, "halted", "act", count=2, process=process)
