@@ -106,13 +106,26 @@ def _fold_usage(current: dict[str, Any] | None, writes: list[Any]) -> Usage:
     return summed_usage(current, writes)
 
 
+def merge_by_key(current: Mapping[str, Any] | None, update: Mapping[str, Any]) -> dict[str, Any]:
+    """A record of named parts: a write replaces the parts it names and keeps the rest, so two nodes of
+    one step (the judge's verification and the critic's scores) each write their own part."""
+    return {**(current or {}), **update}
+
+
+def merge_by_role(current: Mapping[str, Any] | None, update: Mapping[str, Any]) -> dict[str, Any]:
+    """The newer measure, with every role's latest request size (`by_role`) from both: the judge's and
+    the critic's requests of one step each keep theirs."""
+    return {**update, "by_role": {**((current or {}).get("by_role") or {}), **(update.get("by_role") or {})}}
+
+
 def merge_messages(current: list[AnyMessage] | None, update: Any) -> list[AnyMessage]:
     """`add_messages` of one update, by the fold (a long conversation is not re-indexed)."""
     return _fold_messages(current, [update])
 
 
 MERGED_BY: dict[str, Callable[[Any, Any], Any]] = {"messages": merge_messages, "observations": merge_by_call_id, "usage": add_usage, "breakers": breaker_state.merge,
-             "approvals": merge_by_call_id}
+             "approvals": merge_by_call_id, "quality": merge_by_key,
+             "context": merge_by_role}
 """The channels whose writes are merged into the value (the rest are replaced), as LoopState declares them."""
 
 
@@ -171,9 +184,10 @@ class LoopState(TypedDict, total=False):
     observations: Annotated[list[Observation], DeltaChannel(_fold_by_call_id, snapshot_frequency=SNAPSHOT_EVERY)]
     """One record per tool call, climbing the grounding ladder: intended (proposed) → attempted (sent) →
     observed (a result came back) → verified (its post-condition holds) → committed (in the committed result)."""
-    context: dict[str, Any]
+    context: Annotated[dict[str, Any], merge_by_role]
     """The last model request's measure: role, tokens, growth since that role's previous request,
-    method (tokenizer or estimate), limit; `pressure` when the actor's next request needs compaction."""
+    method (tokenizer or estimate), limit; `pressure` when the actor's next request needs compaction.
+    Each role's latest size is kept in `by_role`, also when two roles ask in one step."""
     usage: Annotated[Usage, DeltaChannel(_fold_usage, snapshot_frequency=USAGE_SNAPSHOT_EVERY)]
     """Budget consumed so far; nodes send deltas, the reducer sums them (and a checkpoint stores
     only them: the whole total in every step's checkpoint was a third of an iteration's blobs)."""
@@ -184,8 +198,9 @@ class LoopState(TypedDict, total=False):
     """Admitted calls waiting to run, in waves: reads together, each write alone, in proposed order."""
     approvals: Annotated[list[Approval], merge_by_call_id]
     """Calls waiting for a human decision, and the decisions made (one record per call id)."""
-    quality: Quality
-    """Verification verdicts, critique scores, repair log, failure signatures, confidence."""
+    quality: Annotated[Quality, merge_by_key]
+    """Verification verdicts, critique scores, repair log, failure signatures, confidence; a write
+    replaces the parts it names (verify's and the critic's parts may be written in one step)."""
     goal_check: dict[str, Any]
     """The latest periodic goal check (graph/quality/goal_check.py): its window of actor turns, progress
     signals, the goal_check model's verdict (or why there is none) and the decision."""

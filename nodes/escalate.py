@@ -111,7 +111,7 @@ def _settle_repair(state: LoopState, request: dict[str, Any], answer: Escalation
     if answer.grant:
         quality["fresh_from"] = {"repairs": len(quality.get("repairs", [])), "scores": len(quality.get("scores", [])),
                                  "signatures": len(quality.get("failure_signatures", []))}
-        quality.pop("stall_replanned", None)
+        quality["stall_replanned"] = False  # a write keeps the parts it does not name
         budget = Budget.model_validate({**state["budget"], **answer.grant})
         guidance = [HumanMessage(f"A human reviewer says: {answer.message}")] if answer.message else []
         return {"quality": quality, "budget": budget.model_dump(mode="json"), "ending": None, "messages": guidance, "resume_to": "act"}
