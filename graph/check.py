@@ -140,6 +140,9 @@ class _Reader:
         elif isinstance(value, ast.BoolOp):
             for operand in value.values:
                 self._returns(function, operand, checked, found)
+        elif isinstance(value, ast.List) and value.elts and all(isinstance(item, ast.Constant) and isinstance(item.value, str) for item in value.elts):
+            for item in value.elts:  # nodes run side by side in one step
+                self._returns(function, item, checked, found)
         elif isinstance(value, (ast.ListComp, ast.List)) and (sent := _sent_to(value)):
             queue = ast.unparse(value.generators[0].iter) if isinstance(value, ast.ListComp) else None
             found[sent].add(checked or (f"one task per pending item of {queue}" if queue else None))

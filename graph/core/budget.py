@@ -308,6 +308,24 @@ def reserve_model_call(
     return max_tokens, None
 
 
+MODEL_DIMENSIONS = ("model_turns", "input_tokens", "output_tokens", "cost_usd", "retries")
+"""What a model call spends: the dimensions two model phases running at once share."""
+
+
+def model_share(usage: Mapping[str, Any], budget: Budget, part: int, whole: int) -> Budget:
+    """The budget one of several model phases running at once may spend: `part`/`whole` of what each
+    model dimension has left, floored, so the phases' spending together cannot pass a cap."""
+    shared: dict[str, Any] = {}
+    for dimension in MODEL_DIMENSIONS:
+        limit = getattr(budget, dimension)
+        if limit is None:
+            continue
+        used = usage.get(dimension, 0)
+        left = max(limit - used, 0) * part / whole
+        shared[dimension] = used + (left if dimension == "cost_usd" else int(left))
+    return budget.model_copy(update=shared)
+
+
 def result_chars_share(usage: Mapping[str, Any], budget: Budget, calls: int) -> int | None:
     """Characters of tool output one of `calls` calls running together may show the model: an even
     share of what `tool_result_chars` has left, so their sum cannot pass the cap (None: no cap)."""
