@@ -45,6 +45,7 @@ from boundloop.nodes.repair import repair
 from boundloop.nodes.retrieve import retrieve
 from boundloop.nodes.validate_plan import validate_plan
 from boundloop.nodes.verify import verify
+from boundloop.nodes.weigh import weigh
 
 Node = Callable[..., Awaitable[LoopUpdate]]
 RECURSION_LIMIT = 10_000
@@ -58,6 +59,7 @@ PHASES: dict[str, Node] = {
     "compact": compact,
     "verify": verify,
     "critique": critique,
+    "weigh": weigh,
     "repair": repair,
     "commit": commit,
     "remember": remember,
@@ -83,12 +85,13 @@ def build_graph(*, checkpointer: BaseCheckpointSaver | None = None, services: Se
     builder.add_conditional_edges("validate_plan", _inline(guards.route_after_validate))
     builder.add_conditional_edges("retrieve", _inline(guards.route_after_retrieve))
     tool_routes = ["approve", "execute", "act", "plan", "escalate", "finalize"]
-    builder.add_conditional_edges("act", _inline(guards.route_after_act), ["compact", "verify", "repair", *tool_routes])
+    builder.add_conditional_edges("act", _inline(guards.route_after_act), ["compact", "verify", "critique", "repair", *tool_routes])
     builder.add_conditional_edges("compact", _inline(guards.route_after_compact))
     builder.add_edge("execute", "act")  # act grounds the results first (nodes/act.py)
     builder.add_edge("approve", "act")
     builder.add_conditional_edges("verify", _inline(guards.route_after_verify))
     builder.add_conditional_edges("critique", _inline(guards.route_after_critique))
+    builder.add_conditional_edges("weigh", _inline(guards.route_after_weigh))
     builder.add_conditional_edges("repair", _inline(guards.route_after_repair))
     builder.add_conditional_edges("commit", _inline(guards.route_after_commit))
     builder.add_edge("remember", "finalize")

@@ -114,7 +114,7 @@ def needs_gate(state: LoopState) -> bool:
     return isinstance(last, AIMessage) and bool(last.tool_calls or last.invalid_tool_calls or approval_requests(last))
 
 
-def route_after_act(state: LoopState) -> list[Send] | Literal["compact", "approve", "execute", "act", "plan", "verify", "repair", "escalate", "finalize"]:
+def route_after_act(state: LoopState) -> list[Send] | list[str] | Literal["compact", "approve", "execute", "act", "plan", "verify", "repair", "escalate", "finalize"]:
     """The gate decided the reply's calls in act's step, or act grounded results while the turn goes
     on: dispatch, approve, re-plan or stop as the turn requires. Otherwise the reply was a final
     answer, or the run stops, or its context needs room."""
@@ -127,6 +127,8 @@ def route_after_act(state: LoopState) -> list[Send] | Literal["compact", "approv
     if unfinished((state.get("plan") or {}).get("steps", [])):
         return "repair"  # the completion check: a final answer with a required step not done never reaches the judge
     needs_judge = proportion.judged_criteria(state) is not None
+    if needs_judge and may_call_model(state) and proportion.beside_judge(state):
+        return ["verify", "critique"]  # one step: the judge and the critic at once, weigh settles both
     return "verify" if not needs_judge or may_call_model(state) else stop(state)
 
 
@@ -170,9 +172,12 @@ def route_after_compact(state: LoopState) -> Literal["act", "escalate", "finaliz
     return "act" if may_call_model(state) else stop(state)
 
 
-def route_after_verify(state: LoopState) -> Literal["critique", "commit", "escalate", "finalize"]:
+def route_after_verify(state: LoopState) -> Literal["critique", "weigh", "commit", "escalate", "finalize"]:
     """To the critic when verify's recorded decision says it runs (a trigger, or a profile that asks); else a
-    verified output goes to commit. A failed verification always triggers the critic (graph/quality/proportion.py)."""
+    verified output goes to commit. A failed verification always triggers the critic (graph/quality/proportion.py).
+    Beside the critic, to weigh, which settles both (and stops the run if either step ended it)."""
+    if (control := state.get("control")) and control["critique"].get("beside_judge"):
+        return "weigh"
     if must_stop(state):
         return stop(state)
     if proportion.critique_runs(state):
@@ -180,7 +185,15 @@ def route_after_verify(state: LoopState) -> Literal["critique", "commit", "escal
     return "commit"
 
 
-def route_after_critique(state: LoopState) -> Literal["commit", "repair", "escalate", "finalize"]:
+def route_after_critique(state: LoopState) -> Literal["weigh", "commit", "repair", "escalate", "finalize"]:
+    """Beside the judge, to weigh; else on the critic's scores, or to a human when critic and verifier disagree."""
+    if "pending" in state["quality"]["critique"]:
+        return "weigh"
+    return route_after_weigh(state)
+
+
+def route_after_weigh(state: LoopState) -> Literal["commit", "repair", "escalate", "finalize"]:
+    """On the settled critique: commit what passed, a human when critic and verifier disagree, else repair."""
     if must_stop(state):
         return stop(state)
     critique = state["quality"]["critique"]

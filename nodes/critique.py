@@ -16,12 +16,12 @@ another), and verification passed too.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, cast
 
 from langchain_core.messages import HumanMessage, SystemMessage
 from pydantic import BaseModel, Field
 
-from boundloop.graph.quality import convergence, fault_trace
+from boundloop.graph.quality import convergence, fault_trace, proportion
 from boundloop.graph.core.records import Quality
 from boundloop.graph.core import escalations
 from boundloop.graph.quality.diagnosis import RootCause
@@ -30,6 +30,7 @@ from boundloop.graph.context import fitting
 from boundloop.graph.models.prompts import CRITIC, task_brief
 from boundloop.graph.services import Services
 from boundloop.graph.state import LoopState, LoopUpdate
+from boundloop.nodes import verify
 
 RUBRIC: dict[str, tuple[float, float]] = {
     "correctness": (0.40, 0.80),
@@ -69,31 +70,55 @@ class CriticReply(BaseModel):
 
 
 async def critique(state: LoopState, services: Services) -> LoopUpdate:
+    """The critic's scores, settled against the verdict; beside the judge (no verdict yet), its reply
+    alone, as `quality.critique.pending`, for weigh to settle."""
+    beside = (state.get("status") or {}).get("phase") == "act"  # from act's step only beside verify (else after it, or resumed)
+    verification = (state.get("quality") or {}).get("verification", {}) if not beside else {}
+    findings = "not known yet: the verifier checks the output at the same time" if beside else verification.get("failures") or "none"
+    plan_lines = _steps_brief((state.get("plan") or {}).get("steps", []))
+    output = verify.final_answer(state) if beside else verification.get("output", "")
+    request = fitting.fitted(state, "critic", output, state.get("observations", []), lambda output, evidence: [
+        SystemMessage(CRITIC),
+        HumanMessage(f"{task_brief(state['task'])}\n\nOutput:\n{output}\n\nEvidence:\n{evidence}\n\nVerifier findings: {findings}\n\nPlan steps:\n{plan_lines}"),
+    ])
+    asking = {**state, "budget": proportion.model_shares(state)[1].model_dump(mode="json")} if beside else state
+    try:
+        parsed, problem, update = await ask_for(asking, services, "critic", request, CriticReply)
+    except NoReply as stopped:  # the run ends here; the trace still gets the (unscored) validation result
+        if beside:  # verify writes the step's ending, if any: weigh applies this one after it
+            return {**_spent(stopped.update), "quality": {"critique": {"pending": {"ending": stopped.ending, "problem": str(stopped)}}}}
+        return {**stopped.update, "quality": {"critique": unheard(str(stopped))}, "status": {"phase": "critique"}}
+    if beside:
+        return {**_spent(update), "quality": {"critique": {"pending": {"reply": None if parsed is None else parsed.model_dump(mode="json"), "problem": problem}}}}
+    return {**update, **settled(state, parsed, problem), "status": {"phase": "critique"}}
+
+
+def unheard(problem: str) -> dict[str, Any]:
+    """The critique record when no model answered the critic."""
+    return {**UNSCORED, "disagree": False, "unusable": f"critic not heard: {problem}"}
+
+
+def _spent(update: LoopUpdate) -> LoopUpdate:
+    """What the critic's calls cost and measured, without the channels verify writes in the same step."""
+    return cast(LoopUpdate, {key: value for key, value in update.items() if key in ("usage", "breakers", "context")})
+
+
+def settled(state: LoopState, parsed: CriticReply | None, problem: str | None) -> LoopUpdate:
+    """The critique record from the critic's reply (None: unusable, for `problem`) and the verdict in
+    `state`, with the iteration's quality score; the ending when an unusable reply leaves nobody to decide."""
     quality: Quality = {**(state.get("quality") or {})}
     verification = quality.get("verification", {})
-    brief, findings = task_brief(state["task"]), verification.get("failures") or "none"
-    plan_lines = _steps_brief((state.get("plan") or {}).get("steps", []))
-    request = fitting.fitted(state, "critic", verification.get("output", ""), state.get("observations", []), lambda output, evidence: [
-        SystemMessage(CRITIC),
-        HumanMessage(f"{brief}\n\nOutput:\n{output}\n\nEvidence:\n{evidence}\n\nVerifier findings: {findings}\n\nPlan steps:\n{plan_lines}"),
-    ])
-    try:
-        parsed, problem, update = await ask_for(state, services, "critic", request, CriticReply)
-    except NoReply as stopped:  # the run ends here; the trace still gets the (unscored) validation result
-        quality["critique"] = {**UNSCORED, "disagree": False, "unusable": f"critic not heard: {stopped}"}
-        return {**stopped.update, "quality": quality, "status": {"phase": "critique"}}
-    update["status"] = {"phase": "critique"}
     if parsed is not None:
         quality["critique"] = score(parsed, verification.get("passed", False))
         steps, calls = (state.get("plan") or {}).get("steps", []), fault_trace.served(state.get("observations", []))
         quality["critique"]["defects"] = [fault_trace.critic_step(defect, steps, calls) for defect in quality["critique"]["defects"]]
-        return {**update, "quality": _measured(quality, state)}
+        return {"quality": _measured(quality, state)}
     found_wrong = not verification.get("passed", False) and not verification.get("undecided")
     quality["critique"] = {**UNSCORED, "disagree": not found_wrong, "unusable": f"critic {problem}"}
     if not found_wrong and not escalations.can_ask_a_human(state):
-        return {**update, "quality": quality, "ending": unusable_reply_ending("critic", problem)}
+        return {"quality": quality, "ending": unusable_reply_ending("critic", problem)}
     # Found wrong by the verifier: its failures drive the repair. Otherwise a human reviews it.
-    return {**update, "quality": _measured(quality, state)}
+    return {"quality": _measured(quality, state)}
 
 
 def _steps_brief(steps: Sequence[Mapping[str, Any]]) -> str:

@@ -3,7 +3,8 @@ the task's tests and artifact checks through tools, then the acceptance criteria
 model (tests → artifacts → an LLM judge as the fallback: deterministic evidence first). Each stage runs only
 if the one before it passed: a failing test is reason enough to repair, without paying for a judge. The judge
 checks only the criteria the run's decision leaves to it (graph/quality/proportion.py: those no check covers),
-and verify then decides, from its verdict and the run so far, whether the critic runs.
+and verify then decides, from its verdict and the run so far, whether the critic runs (unless it
+runs already, beside the judge in this step: graph/quality/proportion.py).
 
 Each failure a check finds carries its root cause (graph/quality/diagnosis.py) where the check tells it: a
 schema violation, a failing test (a logic error), an artifact missing its text (incompleteness), a
@@ -33,7 +34,6 @@ from boundloop.graph.quality import fault_trace, proportion
 from boundloop.graph.context import fitting, memory
 from boundloop.graph.core import escalations
 from boundloop.graph.core.budget import Budget, add_usage, result_chars_share
-from boundloop.graph.core.records import Quality
 from boundloop.graph.quality.diagnosis import RootCause
 from boundloop.graph.models.catalog import MAX_ASKS, NoReply, ask_for, unusable_reply_ending
 from boundloop.graph.models.prompts import JUDGE, task_brief
@@ -72,12 +72,14 @@ async def verify(state: LoopState, services: Services) -> LoopUpdate:
         failures, checked, tests = await run_checks(state, services)
         update.update(checked)
     judged, undecided, conflicts, consistency = False, None, [], None
+    beside = proportion.beside_judge(state)  # the critic asks in this step too: the judge keeps to its share
+    judging = {**state, "budget": proportion.model_shares(state)[0].model_dump(mode="json")} if beside else state
     if not failures and (criteria := proportion.judged_criteria(state)) is not None:
         brief = task_brief({**task, "acceptance_criteria": criteria})
         request = fitting.fitted(state, "judge", answer, state.get("observations", []), lambda output, evidence: [
             SystemMessage(JUDGE), HumanMessage(f"{brief}\n\nOutput:\n{output}\n\nEvidence:\n{evidence}")])
         try:
-            verdict, problem, spent, consistency = await judge(state, services, request)
+            verdict, problem, spent, consistency = await judge(judging, services, request)
         except NoReply as stopped:  # the run ends here; the trace still gets the (undecided) validation result
             update.update({**stopped.update, "usage": add_usage(update.get("usage"), stopped.update["usage"])})
             verdict, problem = None, stopped.ending["reason"]
@@ -93,13 +95,12 @@ async def verify(state: LoopState, services: Services) -> LoopUpdate:
         elif not verdict.passed:
             failures = [failure.model_dump() for failure in verdict.failures] or [{"criterion": "judge", "reason": "judge failed the output without reasons"}]
         conflicts = [] if verdict is None else [conflict.model_dump() for conflict in verdict.conflicts]
-    quality: Quality = {**(state.get("quality") or {})}
-    quality["verification"] = {"passed": not failures, "failures": failures, "judged": judged, "undecided": undecided, "output": answer,
-                               "conflicts": conflicts, "tests": tests, "consistency": consistency}
-    update["quality"] = quality
+    verification = {"passed": not failures, "failures": failures, "judged": judged, "undecided": undecided, "output": answer,
+                    "conflicts": conflicts, "tests": tests, "consistency": consistency}
+    update["quality"] = {"verification": verification}  # its own part: the critic may write its part in this step
     if control := state.get("control"):
         critic = proportion.critique_decision(applied(state, {key: value for key, value in update.items() if key != "status"}))
-        update["control"] = {**control, "critique": critic}
+        update["control"] = {**control, "critique": proportion.critic_beside(critic, beside)}
     return update
 
 

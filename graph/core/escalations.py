@@ -42,7 +42,7 @@ def request(state: Mapping[str, Any]) -> tuple[Kind, dict[str, Any]]:
     stopping = state.get("ending")
     if stopping is None:
         exhaustion = _exhaustion(state)
-        if exhaustion is None and state["status"].get("phase") == "critique":
+        if exhaustion is None and state["status"].get("phase") in ("critique", "weigh"):
             return "disagreement", _disagreement(state["quality"])
         if exhaustion is None:
             return "plan_approval", {"type": "plan_approval", "steps": state["plan"]["steps"]}

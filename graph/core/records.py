@@ -249,6 +249,8 @@ class CritiqueDecision(TypedDict, total=False):
     run: bool | None
     triggers: list[str]
     reason: str
+    beside_judge: bool
+    """The critic ran beside the judge, in verify's step; the next step (weigh) settles its scores."""
 
 
 class Control(TypedDict):

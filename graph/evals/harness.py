@@ -222,7 +222,8 @@ async def _record(runner: Runner, report: RunReport, outcome: RunOutcome, scenar
     values = report.values
     outcome.terminal, outcome.waiting = report.status, report.waiting
     events = await runner.trace(report.thread_id)
-    outcome.path = [event["node"] for event in events if event["kind"] in STEP_KINDS]
+    steps = sorted((event for event in events if event["kind"] in STEP_KINDS), key=lambda event: (event["data"]["step"], event["node"]))
+    outcome.path = [event["node"] for event in steps]  # the nodes of one step (the judge's and the critic's) in name order
     outcome.usage = values.get("usage") or {}
     outcome.budget = values.get("budget") or {}
     outcome.observations = values.get("observations") or []

@@ -20,8 +20,11 @@ The critic, decided by verify once the verdict is in, on triggers only (`always`
 the verification failed or gave no verdict, judge samples disagreed, sources conflict, a tool call
 failed, a side effect was not verified (its post-condition failed, or a human answered in its place), the output was repaired, a side effect ran that is irreversible or that the
 policy held for a human's approval, or the confidence without a critic is below the commit threshold.
-The critic runs after the judge, not beside it, because most of its triggers are the judge's verdict
-and its brief carries the verifier's findings.
+When the critic is sure to run whatever the verdict (it is asked for, or the run itself triggered it:
+a failed call, an unverified or risky side effect, a repair) and the judge has criteria to check, the
+two run at once, in one step: verify and critique side by side, each held to its share of what the
+budget has left for model calls, and the next step (weigh) settles the critic's scores against the
+verdict. Otherwise the critic, if it runs, follows verify, and its brief carries the verifier's findings.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ import re
 from collections.abc import Mapping
 from typing import Any, Literal, cast
 
+from boundloop.graph.core.budget import Budget, check_before_model_call, model_share
 from boundloop.graph.core.records import Control, CritiqueDecision, PhaseMode as Mode, Plan, PlanningDecision, Step
 from boundloop.graph.quality.confidence import estimate, signals_of
 
@@ -132,6 +136,7 @@ def judged_criteria(state: Mapping[str, Any]) -> list[str] | None:
 def critique_decision(state: Mapping[str, Any]) -> CritiqueDecision:
     """The critic's decision from the state after verification: its triggers, and whether it runs."""
     decision = cast(CritiqueDecision, dict(((state.get("control") or {}).get("critique")) or {"mode": "auto"}))  # state read untyped
+    decision.pop("beside_judge", None)  # an earlier iteration's
     found = triggers(state)
     asked = decision["mode"] == "always"
     decision.update({"run": asked or bool(found), "triggers": found})
@@ -163,19 +168,53 @@ def triggers(state: Mapping[str, Any]) -> list[str]:
         found.append(f"judge samples disagree (agreement {consistency})")
     if verification.get("conflicts"):
         found.append(f"{len(verification['conflicts'])} conflicting source(s)")
+    found += run_triggers(state)
+    if not found and (confidence := estimate(signals_of(state))) < state["settings"].get("commit_threshold", 0.8):
+        found.append(f"confidence without a critic is {confidence}, below the commit threshold")
+    return found
+
+
+def run_triggers(state: Mapping[str, Any]) -> list[str]:
+    """The triggers the run itself sets before any verdict: failed calls, side effects not verified or
+    risky, a repaired output (empty: none)."""
+    found = []
     acted = [obs for obs in state.get("observations", []) if obs.get("phase") != "verify"]
     if failed := sorted({obs["tool"] for obs in acted if obs.get("status") in FAILED_STATUSES}):
         found.append("tool calls failed: " + ", ".join(failed))
     if unverified := sorted({obs["tool"] for obs in acted if obs.get("side_effect") and obs.get("status") == "ok"
                              and obs.get("stage") not in ("verified", "committed")}):
         found.append("side effects not verified (a failed post-condition, or a human's answer in place of the call): " + ", ".join(unverified))
-    if quality.get("repairs"):
-        found.append(f"the output was repaired {len(quality['repairs'])} time(s)")
+    if repairs := (state.get("quality") or {}).get("repairs"):
+        found.append(f"the output was repaired {len(repairs)} time(s)")
     if risky := risky_effects(state):
         found.append("risky side effects: " + ", ".join(risky))
-    if not found and (confidence := estimate(signals_of(state))) < state["settings"].get("commit_threshold", 0.8):
-        found.append(f"confidence without a critic is {confidence}, below the commit threshold")
     return found
+
+
+def beside_judge(state: Mapping[str, Any]) -> bool:
+    """Whether the critic runs beside the judge, in verify's step: the step comes from the actor's final
+    answer (not from a resume of verify), the judge has criteria to check, the critic runs whatever the
+    verdict (asked for, or a run trigger), and each of the two can make a model call within its share
+    of the budget (model_shares)."""
+    control = state.get("control")
+    if not control or (state.get("status") or {}).get("phase") != "act" or judged_criteria(state) is None:
+        return False
+    if control["critique"]["mode"] != "always" and not run_triggers(state):
+        return False
+    return all(check_before_model_call(state.get("usage") or {}, share) is None for share in model_shares(state))
+
+
+def model_shares(state: Mapping[str, Any]) -> tuple[Budget, Budget]:
+    """The judge's and the critic's budgets when they run at once: what is left for model calls, split
+    in proportion to the calls each makes first (`judge_samples` for the judge, one for the critic)."""
+    usage, budget = state.get("usage") or {}, Budget.model_validate(state["budget"])
+    samples = state["settings"].get("judge_samples", 1)
+    return model_share(usage, budget, samples, samples + 1), model_share(usage, budget, 1, samples + 1)
+
+
+def critic_beside(decision: CritiqueDecision, beside: bool) -> CritiqueDecision:
+    """The decision as recorded, with whether the critic ran beside the judge in this step."""
+    return {**decision, "run": True, "beside_judge": True} if beside else decision
 
 
 def risky_effects(state: Mapping[str, Any]) -> list[str]:
@@ -204,7 +243,7 @@ def phase_reasons(values: Mapping[str, Any]) -> list[dict[str, Any]]:
     if critique.get("run") is None and critique["mode"] != "always":
         critique_reason = "not decided: the run did not reach verification"
     else:
-        critique_reason = critique["reason"]
+        critique_reason = critique["reason"] + ("; it ran beside the judge, in one step" if critique.get("beside_judge") else "")
     return [
         {"phase": "plan", "ran": bool(called.get("planner")), "reason": plan_reason},
         {"phase": "judge", "ran": bool(called.get("judge")), "reason": judge_reason},

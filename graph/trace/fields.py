@@ -53,7 +53,7 @@ def missing_fields(events: list[dict[str, Any]]) -> list[str]:
             missing.append(f"budget_vector[{where}]")
         for call in data.get("tool_calls", []):
             missing += [f"tool_calls[{call.get('request_id')}].{name}" for name in TOOL_CALL_FIELDS if not call.get(name)]
-        if event["node"] in ("validate_plan", "verify", "critique") and "validation" not in data:
+        if event["node"] in ("validate_plan", "verify", "critique", "weigh") and "validation" not in data:
             missing.append(f"validation_results[{where}]")
         if event["node"] in ("approve", "escalate") and not (data.get("escalation") or {}).get("decision"):
             missing.append(f"escalation_events[{where}]")

@@ -230,7 +230,9 @@ def _validation(node: str, update: Mapping[str, Any]) -> dict[str, Any] | None:
     if node == "verify" and (verification := quality.get("verification")):
         return {"check": "acceptance", "passed": verification.get("passed"), "failures": verification.get("failures", []),
                 "conflicts": verification.get("conflicts", [])}
-    if node == "critique" and (critique := quality.get("critique")):
+    if node == "critique" and "pending" in (quality.get("critique") or {}):  # beside the judge: weigh scores it
+        return {"check": "critique", "passed": None, "settled_by": "weigh"}
+    if node in ("critique", "weigh") and (critique := quality.get("critique")):
         passed = None if critique.get("unusable") else not critique.get("below_minimum")  # None: the critic gave no score
         return {"check": "critique", "passed": passed, "weighted": critique.get("weighted"),
                 "quality_score": (quality.get("scores") or [{}])[-1].get("score")}

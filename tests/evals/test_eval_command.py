@@ -22,7 +22,8 @@ from tests.graph.fake_openai import FakeOpenAI
 
 NOTES = {"notes.md": "Action items:\n- Ana: publish the notes\n"}
 TASK = {"goal": "Summarize notes.md", "acceptance_criteria": ["the answer names Ana's action item"]}
-PATH = "intake plan validate_plan act execute act verify critique commit finalize".split()
+PATH = "intake plan validate_plan act execute act critique verify weigh commit finalize".split()
+"""The judge and the critic in one step (nodes of a step in name order), then weigh."""
 REMEMBERING_PATH = [*PATH[:-1], "remember", "finalize"]  # an answer that proposes memories passes the write gate
 
 
@@ -57,11 +58,11 @@ SUITE = {
     "settings": {"prices": {"m": [2.0, 8.0]}, "planning": "always", "critique": "always"},  # every role runs: the hand count has them all
     "thresholds": {"correct_termination": {"min": 1.0}, "trajectory_efficiency": {"max": 1.05}},
     "scenarios": [
-        # 11 steps on its golden path (act grounds the last results and gates its own calls; its answer proposes a
+        # 12 steps on its golden path (act grounds the last results and gates its own calls; its answer proposes a
         # memory its read backs and one it does not, so it passes the write gate); planner 100/20, actor 2 × 100/10,
         # judge and critic 50/5: 400 in, 50 out.
         scenario("read", "golden", PLAN_READ, [read("notes.md"), REMEMBERING], {"terminal": "SUCCESS", "golden": REMEMBERING_PATH, "memories": LABELS}),
-        # A failed read first, and no memory proposed: 12 steps for a 10-step golden path; 500 in, 60 out.
+        # A failed read first, and no memory proposed: 13 steps for an 11-step golden path; 500 in, 60 out.
         scenario("detour", "fault", PLAN_ONE, [read("missing.md"), read("notes.md"), ANSWER], {"terminal": "SUCCESS", "golden": PATH}),
         # An injected anomaly: a write no human can approve fails closed; planner and one actor turn: 200 in, 30 out.
         scenario("denied", "escalation", PLAN_WRITE, [step("", [{"name": "workspace__write_file", "args": {"path": "s.md", "content": "x"}}])],
@@ -81,7 +82,7 @@ def test_metrics_match_a_hand_count_and_a_missed_threshold_fails_the_gate(db_url
     assert values["task_success_rate"] == 1.0  # read and detour
     assert values["correct_termination"] == 1.0
     assert values["trajectory_validity"] == 1.0 and values["trace_completeness"] == 1.0
-    assert values["trajectory_efficiency"] == pytest.approx((11 + 12) / (11 + 10))
+    assert values["trajectory_efficiency"] == pytest.approx((12 + 13) / (12 + 11))
     assert values["escalation_precision"] == 1.0 and values["escalation_recall"] == 1.0
     assert values["tool_calls_per_run"] == pytest.approx(4 / 3)  # ok, tool_error + ok, denied
     assert values["failed_tool_calls"] == 2
@@ -95,7 +96,7 @@ def test_metrics_match_a_hand_count_and_a_missed_threshold_fails_the_gate(db_url
     assert values["memory_write_quality"] == 1.0  # the supported memory promoted, the poisoned one rejected
     assert document["metrics"]["memory_write_quality"]["detail"].startswith("2/2 ")
     assert values["step_count_efficiency"] == pytest.approx(sum(run["steps"] for run in document["runs"]) / 3)
-    assert [run["steps"] for run in document["runs"]][:2] == [11, 12]
+    assert [run["steps"] for run in document["runs"]][:2] == [12, 13]
     assert values["loop_depth"] == 0  # no repair, one plan each
     assert values["user_correction_rate"] == 0.0  # nobody decided anything
     # planner, actor × 2, judge, critic; planner, actor × 3, judge, critic; planner, actor: 13 calls for 2 successes
@@ -105,7 +106,7 @@ def test_metrics_match_a_hand_count_and_a_missed_threshold_fails_the_gate(db_url
                                               "model_calls_per_success": 5.0, "tokens_per_success": 450.0}
     assert document["families"]["escalation"]["model_calls_per_success"] is None  # no success to divide by
     assert [run["memory"] for run in document["runs"]][0] == {"promoted": 1, "rejected": 1, "wrong": 0}
-    assert document["missed"] == ["trajectory_efficiency = 1.095 is above its maximum 1.05"]
+    assert document["missed"] == ["trajectory_efficiency = 1.087 is above its maximum 1.05"]
     assert [run["terminal"] for run in document["runs"]] == ["SUCCESS", "SUCCESS", "PERMISSION_DENIED"]
 
 
@@ -245,12 +246,12 @@ def test_provider_http_runs_the_golden_and_fault_scenarios_through_a_local_serve
     assert result.exit_code == Exit.QUALITY, result.output
     document = json.loads(result.stdout)
     assert document["suite"] == "hand-checked (provider http)"
-    assert [(run["scenario"], run["terminal"], run["steps"]) for run in document["runs"]] == [("read", "SUCCESS", 11), ("detour", "SUCCESS", 12)]
+    assert [(run["scenario"], run["terminal"], run["steps"]) for run in document["runs"]] == [("read", "SUCCESS", 12), ("detour", "SUCCESS", 13)]
     # the provider's usage is the script's: the hand count of the scripted model, the two faulted attempts answering no step
     assert document["families"]["golden"] == {"runs": 1, "successes": 1, "model_calls": 5, "tokens": 450,
                                               "model_calls_per_success": 5.0, "tokens_per_success": 450.0}
     assert [run["model_calls"] for run in document["runs"]] == [5, 6]
-    assert document["missed"] == ["trajectory_efficiency = 1.095 is above its maximum 1.05"]
+    assert document["missed"] == ["trajectory_efficiency = 1.087 is above its maximum 1.05"]
 
 
 def test_provider_http_on_a_suite_without_golden_or_fault_scenarios_is_one_line_and_exit_2(tmp_path: Path) -> None:

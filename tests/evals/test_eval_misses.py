@@ -19,7 +19,8 @@ BOUNDLOOP = str(Path(sys.executable).parent / "boundloop")
 ONCE_SERVER = Path(__file__).parent / "once_server.py"
 NOTES = {"notes.md": "Action items:\n- Ana: publish the notes\n"}
 TASK = {"goal": "Summarize notes.md", "acceptance_criteria": ["the answer names Ana's action item"]}
-PATH = "intake plan validate_plan act execute act verify critique commit finalize".split()
+PATH = "intake plan validate_plan act execute act critique verify weigh commit finalize".split()
+"""The judge and the critic in one step (nodes of a step in name order), then weigh."""
 
 
 def step(content: Any = "", calls: list[dict[str, Any]] | None = None) -> dict[str, Any]:
@@ -34,7 +35,7 @@ ANSWER = step("Ana publishes the notes.")
 
 
 def read_scenario(**changes: Any) -> dict[str, Any]:
-    """A golden run: plan a read, read notes.md, answer, pass the goal check and the critic (10 steps)."""
+    """A golden run: plan a read, read notes.md, answer, pass the goal check and the critic (11 steps)."""
     roles = {"planner": [PLAN_READ], "actor": [step("", [{"name": "workspace__read_file", "args": {"path": "notes.md"}}]), ANSWER],
              "judge": [JUDGE], "critic": [CRITIC]}
     scenario = {"name": "read", "mode": "golden", "task": TASK, "workspace": NOTES, "script": {"model_id": "m", "roles": roles},
@@ -76,7 +77,7 @@ def test_every_kind_of_miss_exits_5_with_one_line_each(kind: str, db_url: str, t
         "ending": (suite(read_scenario(expect={"terminal": "IMPOSSIBLE", "golden": PATH})),
                    ["scenario read: ended SUCCESS, expected IMPOSSIBLE"]),
         "golden": (suite(read_scenario(expect={"terminal": "SUCCESS", "golden": [node for node in PATH if node != "critique"]})),
-                   ["scenario read: path deviates from the golden path at step 8: took critique, golden commit"]),
+                   ["scenario read: path deviates from the golden path at step 7: took critique, golden verify"]),
         "replay": (suite(replay_scenario(tmp_path)),
                    ["scenario twice: a second run differed: call 1: once__check_in ended ok, in the first run tool_error"]),
     }
