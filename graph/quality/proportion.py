@@ -214,7 +214,7 @@ def model_shares(state: Mapping[str, Any]) -> tuple[Budget, Budget]:
 
 def critic_beside(decision: CritiqueDecision, beside: bool) -> CritiqueDecision:
     """The decision as recorded, with whether the critic ran beside the judge in this step."""
-    return {**decision, "run": True, "beside_judge": True} if beside else decision
+    return {**decision, "beside_judge": True} if beside else decision  # beside implies a run trigger or `always`: `run` is set
 
 
 def risky_effects(state: Mapping[str, Any]) -> list[str]:
