@@ -112,15 +112,12 @@ async def gate(state: LoopState, services: Services) -> LoopUpdate:
 
 
 def _scope(state: LoopState, registry: Any) -> tuple[gateway.Scope, bool]:
-    """The authority the gate holds calls to: the task's targets widened by the accepted plan's, and
-    the call whose untrusted output tainted the run; True when that taint is new (recorded now)."""
+    """The authority the gate holds calls to (`authority.in_force`), and the call whose untrusted
+    output tainted the run; True when that taint is new (recorded now)."""
     boundary = state.get("boundary") or {}
-    plan = state.get("plan") or {}
-    targets = [*(boundary.get("authority") or {}).get("targets", []), *authority.from_plan(plan.get("steps", []))]
-    known = boundary.get("taint")
-    found = known or authority.taint(state.get("observations", []),
-                                     lambda tool: bool((spec := registry.get(tool)) is not None and spec.trusted_output))
-    return gateway.Scope(tuple(targets), found), found is not None and known is None
+    targets = authority.in_force(boundary, (state.get("plan") or {}).get("steps", []))
+    found = authority.run_taint(boundary, state.get("observations", []), registry)
+    return gateway.Scope(tuple(targets), found), found is not None and not boundary.get("taint")
 
 
 def _refuse_unmet(calls: list[gateway.ProposedCall], bindings: dict[str, schedule.Binding], steps: Sequence[Mapping[str, Any]],

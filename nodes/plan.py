@@ -23,6 +23,7 @@ from boundloop.graph.core.records import Plan
 from boundloop.graph.core.replies import parse_reply
 from boundloop.graph.services import Services, current_run_id
 from boundloop.graph.state import LoopState, LoopUpdate
+from boundloop.tools import authority
 
 
 async def plan(state: LoopState, services: Services) -> LoopUpdate:
@@ -40,6 +41,8 @@ async def plan(state: LoopState, services: Services) -> LoopUpdate:
         return {**stopped.update, "status": {"phase": "plan"}}
     if pending:
         update["usage"] = {**update.get("usage", {}), "replans": 1}
+    if held := _held_authority(state, registry, previous):
+        update["boundary"] = held
     parsed, problem = parse_reply(str(reply.text), PlanReply)
     attempt = previous.get("attempts", 0) + 1
     new_plan: Plan
@@ -55,6 +58,17 @@ async def plan(state: LoopState, services: Services) -> LoopUpdate:
     else:
         new_plan = cast(Plan, {**parsed.model_dump(mode="json", exclude={"ordering"}), "steps": parsed.ordered_steps(), "attempts": attempt, "errors": []})  # the planner's reply as JSON
     return {**update, "plan": new_plan, "status": {"phase": "plan"}}
+
+
+def _held_authority(state: LoopState, registry: Any, previous: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The boundary with the plan targets in force now kept as the authority's, when this is the
+    first plan made after the run read untrusted output: the planner may have been steered by it,
+    so its steps must widen nothing (tools/authority.py). None when nothing changes."""
+    boundary = state.get("boundary") or {}
+    held = boundary.get("authority") or {}
+    if "before_taint" in held or authority.run_taint(boundary, state.get("observations", []), registry) is None:
+        return None
+    return {**boundary, "authority": {**held, "before_taint": authority.from_plan(previous.get("steps", []))}}
 
 
 def _brief(state: LoopState, specs: list[Any], previous: Mapping[str, Any]) -> str:

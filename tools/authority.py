@@ -5,8 +5,11 @@ paths and globs (`path`), record collections (`collection`), programs (`command`
 of send or mail tools (`recipient`). They are read deterministically from the task: its explicit
 `targets`, the paths, addresses and backquoted commands its goal and acceptance criteria name,
 and the arguments of its checks (`declared`); an accepted plan widens them with what its steps'
-arguments name (`from_plan`). A call reaching nothing of those kinds (no path, collection,
-program or recipient argument) is inside when a plan step names its tool.
+arguments name (`from_plan`). A plan made after the run was tainted widens nothing: the planner had
+read the untrusted output and may have been steered by it, so from the first such re-plan on, the
+plan targets are those in force before it (`before_taint`, `in_force`). A call reaching nothing of
+those kinds (no path, collection, program or recipient argument) is inside when a plan step names
+its tool.
 
 A call is compared on what the gateway resolved it reaches (tools/resources.py): each path the
 call reaches, physically and lexically, must be one a path target names, resolved the same way
@@ -78,6 +81,20 @@ def from_plan(steps: Sequence[Mapping[str, Any]]) -> list[dict[str, str]]:
         found += _from_args(step.get("args") or {}, source)
         found += [target("tool", tool, source) for tool in step.get("tools") or []]
     return _unique(found)
+
+
+def in_force(boundary: Mapping[str, Any], steps: Sequence[Mapping[str, Any]]) -> list[dict[str, str]]:
+    """The targets a tainted run's side effects are held to: the task's, and the accepted plan's
+    `steps`, or, once a plan was made after the taint, the plan targets in force before it."""
+    held = boundary.get("authority") or {}
+    planned = held["before_taint"] if "before_taint" in held else from_plan(steps)
+    return [*held.get("targets", []), *planned]
+
+
+def run_taint(boundary: Mapping[str, Any], observations: Iterable[Mapping[str, Any]], registry: Any) -> dict[str, str] | None:
+    """The call that tainted the run: the one recorded in the boundary, else the first untrusted
+    result read (None: the run is clean)."""
+    return boundary.get("taint") or taint(observations, lambda tool: bool((spec := registry.get(tool)) is not None and spec.trusted_output))
 
 
 def taint(observations: Iterable[Mapping[str, Any]], trusted_output: Any) -> dict[str, str] | None:

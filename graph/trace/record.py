@@ -158,8 +158,7 @@ def _authority(node: str, state: Mapping[str, Any], update: Mapping[str, Any]) -
     if node == "intake" and "authority" in boundary:
         return [("authority", boundary["authority"])]
     if (taint := boundary.get("taint")) and not (state.get("boundary") or {}).get("taint"):
-        targets = [*(boundary.get("authority") or {}).get("targets", []), *authority.from_plan((state.get("plan") or {}).get("steps", []))]
-        return [("taint", {"taint": taint, "authority": targets})]
+        return [("taint", {"taint": taint, "authority": authority.in_force(boundary, (state.get("plan") or {}).get("steps", []))})]
     return []
 
 
