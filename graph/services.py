@@ -23,6 +23,7 @@ from psycopg_pool import AsyncConnectionPool
 
 from boundloop.checkpoints import approvals, tool_listings
 from boundloop.checkpoints.lease import LeaseHolder
+from boundloop.graph.core.records import ListingDecision
 from boundloop.graph.core.stops import Stops
 from boundloop.tools import kept_listing, pinning, secrets
 from boundloop.tools.bridge import MCPBridge
@@ -183,21 +184,22 @@ class Services:
         # Sandbox servers start with the policy's denied paths hidden from their children.
         return await asyncio.to_thread(lambda: hiding_denied(load_servers(servers_config(settings)), settings))
 
-    async def tool_pins(self, run_id: str, settings: dict[str, Any], *, may_keep: bool) -> tuple[dict[str, Any], bool]:
-        """The pins intake writes, and whether they are a kept listing (tools/kept_listing.py).
+    async def tool_pins(self, run_id: str, settings: dict[str, Any], *, may_keep: bool) -> tuple[dict[str, Any], ListingDecision]:
+        """The pins intake writes, and where they came from (tools/kept_listing.py).
         `may_keep`: the run's first model request needs no live server, so a kept listing of these
         servers is pinned and the servers start in the background; else they are started and listed now."""
         key = kept_listing.servers_key(await self._server_configs(settings))
+        reason = kept_listing.LISTED_FOR_FIRST_REQUEST if not may_keep else kept_listing.LISTED_UNTRUSTED if key is None else kept_listing.LISTED_NONE_KEPT
         if may_keep and key is not None:
             kept = await tool_listings.kept_pins(await self.pool(), key, max_age_s=kept_listing.MAX_AGE_S)
             if kept_listing.usable(kept):
                 self.warm(run_id, settings)
-                return cast(dict[str, Any], kept), True
+                return cast(dict[str, Any], kept), {"kept": True, "reason": kept_listing.KEPT}
             self._kept.pop(key, None)  # damaged or gone: written again below
         pins = pinning.pin((await self.bridge(run_id, settings)).specs())
         if key is not None:
             await self._keep(key, pins)
-        return pins, False
+        return pins, {"kept": False, "reason": reason}
 
     async def _keep(self, key: str, pins: dict[str, Any]) -> None:
         """Keep `pins` for the next run on these servers: written when this process has not kept this

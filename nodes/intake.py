@@ -53,7 +53,7 @@ async def intake(state: LoopState, runtime: Runtime[RunSettings], services: Serv
         left = deadline.budget_left_s(budget.model_dump(), state.get("usage"))
         try:  # the servers' start is charged to the wall clock, so it is bounded by it too
             # Unplanned and without hosted tools, the first model request is the actor's alone: it may go out on a kept listing while the servers start.
-            pinned, kept = await asyncio.wait_for(
+            pinned, listing = await asyncio.wait_for(
                 services.tool_pins(current_run_id(), settings_json, may_keep=not control["planning"]["plan"] and not settings.hosted_tools), left)
         except TimeoutError:
             if left is None or budget.wall_clock_s is None:
@@ -84,7 +84,7 @@ async def intake(state: LoopState, runtime: Runtime[RunSettings], services: Serv
     update: LoopUpdate = {
         "task": task.model_dump(mode="json"),
         "settings": settings_json,
-        "tools": {**pinned, "kept": True} if kept else pinned,
+        "tools": {**pinned, "kept": True} if listing["kept"] else pinned,
         "budget": budget.model_dump(mode="json"),
         "boundary": {
             "profile": task.profile,
@@ -102,7 +102,7 @@ async def intake(state: LoopState, runtime: Runtime[RunSettings], services: Serv
         "usage": empty_usage(),
         "status": {"phase": "intake"},
         "ending": None,
-        "control": control,
+        "control": {**control, "listing": listing},
         "memories": await memory.recall(
             await memory.store_for(await services.pool()), user=settings.user, profile=task.profile, goal=task.goal
         ),

@@ -25,6 +25,13 @@ from importlib import metadata
 from boundloop.tools import pinning
 from boundloop.tools.config import ServerConfig
 
+KEPT = "pinned the listing kept from an earlier run on the same servers: the first model request went out while they started"
+LISTED_FOR_FIRST_REQUEST = ("listed by the servers at intake: the first model request is the planner's or offers hosted tools, "
+                            "and waits for them")
+LISTED_UNTRUSTED = "listed by the servers at intake: a listing is kept only when every server is trusted"
+LISTED_NONE_KEPT = "listed by the servers at intake: no usable listing kept for these servers (none yet, older than a day, or damaged)"
+CONFIRMED = "; the live listing matched it"
+REPLACED = "; the live listing differed: the reply made from the kept one was dropped unsent and the actor asked again"
 MAX_AGE_S = 24 * 3600.0
 """How old a kept listing may be and still be pinned. A server whose code changes without a config
 change is caught by the live comparison either way; this only bounds how often that costs a re-ask."""

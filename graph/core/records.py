@@ -253,9 +253,18 @@ class CritiqueDecision(TypedDict, total=False):
     """The critic ran beside the judge, in verify's step; the next step (weigh) settles its scores."""
 
 
+class ListingDecision(TypedDict):
+    """Where the run's tool definitions came from at intake, and why (tools/kept_listing.py)."""
+
+    kept: bool
+    """Pinned from a listing kept from an earlier run, not listed by the servers at intake."""
+    reason: str
+
+
 class Control(TypedDict):
     """Which of the costly phases the run enters, and why (`control`)."""
 
     planning: PlanningDecision
     judge: JudgeDecision
     critique: CritiqueDecision
+    listing: NotRequired[ListingDecision]

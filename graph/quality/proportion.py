@@ -229,7 +229,8 @@ def risky_effects(state: Mapping[str, Any]) -> list[str]:
 
 
 def phase_reasons(values: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """For `boundloop show` and the console: whether each decided phase ran (its role's model calls) and why."""
+    """For `boundloop show` and the console: whether each decided phase ran (its role's model calls) and
+    why, after where the run's tool definitions came from (the servers' listing at intake, or a kept one)."""
     control = values.get("control")
     if not control:
         return []
@@ -244,8 +245,11 @@ def phase_reasons(values: Mapping[str, Any]) -> list[dict[str, Any]]:
         critique_reason = "not decided: the run did not reach verification"
     else:
         critique_reason = critique["reason"] + ("; it ran beside the judge, in one step" if critique.get("beside_judge") else "")
-    return [
+    rows = [
         {"phase": "plan", "ran": bool(called.get("planner")), "reason": plan_reason},
         {"phase": "judge", "ran": bool(called.get("judge")), "reason": judge_reason},
         {"phase": "critique", "ran": bool(called.get("critic")), "reason": critique_reason},
     ]
+    if listing := control.get("listing"):  # the servers' listing at intake "ran" unless a kept one stood in for it
+        rows.insert(0, {"phase": "tool listing", "ran": not listing["kept"], "reason": listing["reason"]})
+    return rows

@@ -14,8 +14,10 @@ import psycopg
 from psycopg.types.json import Jsonb
 
 from boundloop.graph.core.status import Terminal
+from boundloop.graph.quality import proportion
 from boundloop.graph.run.runner import Runner, RunReport
 from boundloop.graph.task import RunSettings, Task
+from boundloop.tools import kept_listing
 from tests.graph.conftest import READ_NOTES, step, workspace  # noqa: F401  (fixture)
 from tests.graph.fake_openai import FakeOpenAI
 
@@ -48,6 +50,12 @@ def reads(report: RunReport) -> list[dict[str, Any]]:
     return [obs for obs in report.values["observations"] if obs["tool"] == "workspace__read_file"]
 
 
+def listing_row(report: RunReport) -> tuple[bool, str]:
+    """What `boundloop show` and the console say of the run's tool listing: (listed at intake, why)."""
+    [row] = [row for row in proportion.phase_reasons(report.values) if row["phase"] == "tool listing"]
+    return row["ran"], row["reason"]
+
+
 def kept_rows(db_url: str) -> list[dict[str, Any]]:
     with psycopg.connect(db_url) as conn:
         return [pins for (pins,) in conn.execute("SELECT pins FROM boundloop_tool_listings")]
@@ -68,6 +76,8 @@ async def test_the_second_run_asks_the_model_before_its_server_is_up(db_url, wor
     assert fake.arrived[0] > first_up  # no listing kept yet: intake waited for the server
     assert fake.arrived[first_request] < second_up  # kept: the request went out while the server was starting
     assert "kept" not in second.values["tools"]  # the first model step confirmed it against the live listing
+    assert listing_row(first) == (True, kept_listing.LISTED_NONE_KEPT)
+    assert listing_row(second) == (False, kept_listing.KEPT + kept_listing.CONFIRMED)
     assert second.values["tools"]["version"] == first.values["tools"]["version"]
     assert len(reads(second)) == 1
     assert len(fake.arrived) - first_request == first_request == 2  # the kept listing held: no reply dropped, no request asked again
@@ -93,6 +103,7 @@ async def test_a_kept_listing_that_lies_is_never_acted_on(db_url, workspace, tmp
     assert second.status == Terminal.SUCCESS, second.values.get("ending")
     assert [obs["tool"] for obs in second.values["observations"]] == ["workspace__read_file"]  # the wipe was never decided or sent
     assert second.values["usage"]["model_turns"] == 3  # the dropped reply is paid for, and counted
+    assert listing_row(second) == (False, kept_listing.KEPT + kept_listing.REPLACED)
     assert second.values["tools"]["version"] == live["version"]
     assert kept_rows(db_url) == [{key: value for key, value in live.items() if key != "kept"}]
 
@@ -132,11 +143,13 @@ async def test_untrusted_servers_and_planned_runs_always_wait_for_a_live_listing
             report = await runner.start(Task(goal=GOAL), scripted(tmp_path, untrusted, roles))
             assert report.status == Terminal.SUCCESS
             assert "kept" not in await intake_pins(runner, report.thread_id)
+            assert listing_row(report) == (True, kept_listing.LISTED_UNTRUSTED)
         assert kept_rows(db_url) == []  # an untrusted server's listing is never kept
         for _ in range(2):
             report = await runner.start(Task(goal=GOAL), scripted(tmp_path, trusted, {"planner": [plan], **roles}, planning="always"))
             assert report.status == Terminal.SUCCESS, report.values.get("ending")
             assert "kept" not in await intake_pins(runner, report.thread_id)  # the planner's request waits for the live listing
+            assert listing_row(report) == (True, kept_listing.LISTED_FOR_FIRST_REQUEST)
         assert len(kept_rows(db_url)) == 1  # the planned runs keep theirs for the next short run
         short = await runner.start(Task(goal=GOAL), scripted(tmp_path, trusted, roles))
         assert (await intake_pins(runner, short.thread_id)).get("kept") is True

@@ -14,6 +14,7 @@ from rich.console import Console
 from boundloop.graph.cli.progress import render_report
 from boundloop.graph.console import timeline
 from boundloop.graph.core.status import Terminal
+from boundloop.tools import kept_listing
 from tests.graph.conftest import CRITIC_FAIL, CRITIC_PASS, JUDGE_PASS, PLAN_ONE_STEP, READ_NOTES, step
 from tests.graph.test_cli import boundloop
 
@@ -163,8 +164,9 @@ async def test_show_and_the_console_say_why_each_phase_ran_or_was_skipped(run_sc
     assert "plan: skipped — a simple task: one implicit step (the goal, its criteria as done_when), no planner call" in shown
     assert "judge: skipped — every acceptance criterion has a deterministic check" in shown
     assert "critique: skipped — no trigger: verification passed on its own" in shown
+    assert f"tool listing: ran — {kept_listing.LISTED_NONE_KEPT}" in shown  # the first run on this workspace's servers
     drawn = timeline.build(await runner.trace(report.thread_id), report.values, approvals=[])
-    assert [(row["phase"], row["ran"]) for row in drawn.reasons] == [("plan", False), ("judge", False), ("critique", False)]
+    assert [(row["phase"], row["ran"]) for row in drawn.reasons] == [("tool listing", True), ("plan", False), ("judge", False), ("critique", False)]
 
 
 async def test_show_says_the_judge_ran_for_a_criterion_no_check_covers(run_script):
@@ -186,3 +188,4 @@ def test_the_command_line_sets_planning_and_show_says_why(db_url, tmp_path, work
     shown = boundloop("show", report["run_id"], *common)
     assert "plan: skipped — the run's settings ask for planning: never" in shown.stdout
     assert "judge: ran — 2 of 2 criteria have no deterministic check" in shown.stdout
+    assert "tool listing: ran — listed by the servers at intake" in " ".join(shown.stdout.split())
