@@ -152,11 +152,15 @@ def node_events(services: Services, node: str, state: Mapping[str, Any], update:
 
 
 def _authority(node: str, state: Mapping[str, Any], update: Mapping[str, Any]) -> list[tuple[str, dict[str, Any]]]:
-    """The task's authority as intake read it (each target with its source), and the call that
+    """The task's authority as intake read it (each target with its source), again when the first plan
+    made after the taint holds it to the plan targets then in force (`before_taint`), and the call that
     tainted the run with the authority then in force, the accepted plan's targets included (tools/authority.py)."""
     boundary = update.get("boundary") or {}
     if node == "intake" and "authority" in boundary:
         return [("authority", boundary["authority"])]
+    held = boundary.get("authority") or {}
+    if "before_taint" in held and "before_taint" not in ((state.get("boundary") or {}).get("authority") or {}):
+        return [("authority", held)]
     if (taint := boundary.get("taint")) and not (state.get("boundary") or {}).get("taint"):
         return [("taint", {"taint": taint, "authority": authority.in_force(boundary, (state.get("plan") or {}).get("steps", []))})]
     return []

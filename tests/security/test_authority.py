@@ -163,6 +163,8 @@ async def test_a_plan_made_after_reading_untrusted_output_widens_nothing(attende
     assert report.values["plan"]["revisions"][0]["new"] == ["s2b", "s3b"]
     held = {(each["kind"], each["value"]) for each in report.values["boundary"]["authority"]["before_taint"]}
     assert {("path", "inbox/mail.md"), ("path", "digest.md")} <= held and not {("path", "notes.md"), ("recipient", "x@relay.example")} & held
+    traced = [event for event in await runner.trace(report.thread_id) if event["kind"] == "authority"]
+    assert [(event["node"], "before_taint" in event["data"]) for event in traced] == [("intake", False), ("plan", True)]
     tried = [obs for obs in report.values["observations"] if obs.get("call_id") in ("a3.0", "a3.1") and obs.get("outside")]
     assert {obs["call_id"] for obs in tried} == {"a3.0", "a3.1"}
     assert {obs["status"] for obs in tried} <= ({"denied", "rejected", "pending"} if attended else {"denied"})
