@@ -31,7 +31,7 @@ from boundloop.graph import guards, ladder, schedule
 from boundloop.graph.calls import hosted as hosted_tools
 from boundloop.graph.core import deadline
 from boundloop.graph.core.budget import add_usage
-from boundloop.graph.core.records import Control, Status
+from boundloop.graph.core.records import Status
 from boundloop.graph.models.catalog import NoReply, call_model, model_id
 from boundloop.graph.models.prompts import ACTOR, SCHEMA_RULE, evidence_brief, task_brief
 from boundloop.graph.services import Services, current_run_id
@@ -96,9 +96,8 @@ async def ask_actor(state: LoopState, services: Services) -> LoopUpdate:
         live = await confirm_kept_tools(state, services)
         if live.get("ending"):
             return {**replied, **live, "status": {"phase": "act"}}
-        same = pinning.same_tools(live["tools"], state["tools"])
-        live["control"] = kept_listing_checked(state["control"], same)
-        if not same:  # drop the reply unsent; ask again on the live definitions
+        if not pinning.same_tools(live["tools"], state["tools"]):  # drop the reply unsent; ask again on the live definitions
+            live["control"] = {**state["control"], "listing": {"kept": True, "reason": kept_listing.KEPT, "differed": True}}
             return {**combined(replied, await ask_actor(applied(state, {**replied, **live}), services)), **live}
         replied = {**replied, **live}
     reported = await hosted_tools.observe_reply(state, services, reply)  # calls the provider already made
@@ -120,12 +119,6 @@ async def confirm_kept_tools(state: LoopState, services: Services) -> LoopUpdate
         return {"ending": ending(Terminal.UNAVAILABLE_DEP, f"tool servers unavailable: {error}",
                                  f"Check the MCP server configuration, then continue with `boundloop resume {run_id}`.",
                                  dependency="mcp_servers", resume_to="act")}
-
-
-def kept_listing_checked(control: Control, same: bool) -> Control:
-    """The run's control with what the live listing made of the kept one, for `show` and the console."""
-    listing = control.get("listing") or {"kept": True, "reason": kept_listing.KEPT}
-    return {**control, "listing": {**listing, "reason": listing["reason"] + (kept_listing.CONFIRMED if same else kept_listing.REPLACED)}}
 
 
 def actor_request(state: Mapping[str, Any], tools: list[dict[str, Any]]) -> tuple[list[BaseMessage], list[dict[str, Any]]]:

@@ -32,6 +32,7 @@ LISTED_UNTRUSTED = "listed by the servers at intake: a listing is kept only when
 LISTED_NONE_KEPT = "listed by the servers at intake: no usable listing kept for these servers (none yet, older than a day, or damaged)"
 CONFIRMED = "; the live listing matched it"
 REPLACED = "; the live listing differed: the reply made from the kept one was dropped unsent and the actor asked again"
+UNCHECKED = "; not yet checked against the live listing (the servers had not come up)"
 MAX_AGE_S = 24 * 3600.0
 """How old a kept listing may be and still be pinned. A server whose code changes without a config
 change is caught by the live comparison either way; this only bounds how often that costs a re-ask."""

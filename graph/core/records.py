@@ -259,6 +259,9 @@ class ListingDecision(TypedDict):
     kept: bool
     """Pinned from a listing kept from an earlier run, not listed by the servers at intake."""
     reason: str
+    differed: NotRequired[bool]
+    """The live listing differed from the kept one (written by act only then: a match, the common
+    case, costs no write; `tools` losing its `kept` mark says the check was made)."""
 
 
 class Control(TypedDict):

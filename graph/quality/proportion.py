@@ -36,6 +36,7 @@ from typing import Any, Literal, cast
 from boundloop.graph.core.budget import Budget, check_before_model_call, model_share
 from boundloop.graph.core.records import Control, CritiqueDecision, PhaseMode as Mode, Plan, PlanningDecision, Step
 from boundloop.graph.quality.confidence import estimate, signals_of
+from boundloop.tools import kept_listing
 
 PROFILE_MODES: dict[str, dict[str, Mode]] = {
     "sre_agent": {"planning": "always", "critique": "always"},
@@ -251,5 +252,14 @@ def phase_reasons(values: Mapping[str, Any]) -> list[dict[str, Any]]:
         {"phase": "critique", "ran": bool(called.get("critic")), "reason": critique_reason},
     ]
     if listing := control.get("listing"):  # the servers' listing at intake "ran" unless a kept one stood in for it
-        rows.insert(0, {"phase": "tool listing", "ran": not listing["kept"], "reason": listing["reason"]})
+        rows.insert(0, {"phase": "tool listing", "ran": not listing["kept"], "reason": listing["reason"] + _live_check(listing, values)})
     return rows
+
+
+def _live_check(listing: Mapping[str, Any], values: Mapping[str, Any]) -> str:
+    """What the first actor step's live listing made of a kept one: `tools` keeps its `kept` mark until then."""
+    if not listing["kept"]:
+        return ""
+    if listing.get("differed"):
+        return kept_listing.REPLACED
+    return kept_listing.UNCHECKED if (values.get("tools") or {}).get("kept") else kept_listing.CONFIRMED

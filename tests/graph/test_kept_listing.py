@@ -119,6 +119,7 @@ async def test_a_server_that_no_longer_starts_ends_the_run_before_any_call_and_r
         assert stopped.values["ending"]["reason"].startswith("tool servers unavailable")
         assert stopped.values["ending"]["resume_to"] == "act"
         assert stopped.values["observations"] == []  # nothing was sent
+        assert listing_row(stopped) == (False, kept_listing.KEPT + kept_listing.UNCHECKED)
         write_server(script, workspace, up)
         resumed = await runner.resume(stopped.thread_id)
     assert resumed.status == Terminal.SUCCESS, resumed.values.get("ending")
