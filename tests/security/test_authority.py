@@ -20,6 +20,8 @@ import pytest
 from boundloop.checkpoints import store
 from boundloop.graph.core.profiles import PROFILES
 from boundloop.graph.core.status import Terminal
+from boundloop.graph.models.catalog import model_for
+from boundloop.nodes import plan
 from boundloop.tools import authority, resources
 from boundloop.tools.registry import ToolHints, ToolSpec
 from tests.graph.conftest import CRITIC_PASS, PLAN_ONE_STEP, run_script, runner, step  # noqa: F401  (fixtures)
@@ -180,6 +182,9 @@ async def test_a_plan_made_after_reading_untrusted_output_widens_nothing(steer, 
     assert held == {("path", "inbox/mail.md"), ("path", "digest.md"), ("tool", "workspace__read_file"), ("tool", "workspace__write_file")}
     traced = [event for event in await runner.trace(report.thread_id) if event["kind"] == "authority"]
     assert [(event["node"], "before_taint" in event["data"]) for event in traced] == [("intake", False), ("plan", True)]
+    planner_brief = str(model_for(report.values["settings"]).last_request("planner")[1].content)
+    assert planner_brief.endswith(plan.HELD_AUTHORITY + "- path inbox/\n- path digest.md\n- path inbox/mail.md\n"
+                                  "- tool workspace__read_file\n- tool workspace__write_file"), planner_brief  # the steered planner was told the bound
     ids = [f"a3.{position}" for position in range(len(attempts))]
     tried = [obs for obs in report.values["observations"] if obs.get("call_id") in ids and obs.get("outside")]
     assert sorted(obs["call_id"] for obs in tried) == ids
