@@ -30,10 +30,10 @@ from boundloop.graph.quality import goal_check
 from boundloop.graph import guards, ladder, schedule
 from boundloop.graph.calls import hosted as hosted_tools
 from boundloop.graph.core import deadline
-from boundloop.graph.core.budget import add_usage
+from boundloop.graph.core.budget import Budget, add_usage
 from boundloop.graph.core.records import Status
 from boundloop.graph.models.catalog import NoReply, call_model, model_id
-from boundloop.graph.models.prompts import ACTOR, SCHEMA_RULE, evidence_brief, task_brief
+from boundloop.graph.models.prompts import ACTOR, MEMORY_RULE, SCHEMA_RULE, evidence_brief, task_brief
 from boundloop.graph.services import Services, current_run_id
 from boundloop.graph.state import LoopState, LoopUpdate
 from boundloop.graph.state import applied, combined
@@ -125,8 +125,9 @@ def actor_request(state: Mapping[str, Any], tools: list[dict[str, Any]]) -> tupl
     """The actor's request as it would be sent now: messages and offered tools."""
     task = state["task"]
     schema_rule = SCHEMA_RULE.format(schema=json.dumps(task["output_schema"])) if task.get("output_schema") else ""
+    memory_rule = MEMORY_RULE if Budget.model_validate(state["budget"]).memory_writes != 0 else ""
     request = [
-        SystemMessage(ACTOR.format(schema_rule=schema_rule)),
+        SystemMessage(ACTOR.format(memory_rule=memory_rule, schema_rule=schema_rule)),
         HumanMessage(_brief(state)),
         *compaction.current(state, current_run_id()),
     ]
@@ -134,12 +135,19 @@ def actor_request(state: Mapping[str, Any], tools: list[dict[str, Any]]) -> tupl
 
 
 def _brief(state: Mapping[str, Any]) -> str:
+    """The task, then only the sections that say something the task does not: an unrevised implicit
+    plan is the goal again, and no evidence is no news, so neither is sent on every request."""
+    plan = state.get("plan") or {}
     records = state.get("observations", [])
     evidence = ladder.of(records).evidence_of(records)
-    return "\n\n".join(
-        [task_brief({**state["task"], "clarifications": state.get("clarifications", [])}), "Plan:\n" + plan_brief(state.get("plan") or {}), "Evidence:\n" + evidence_brief(evidence)]
-        + (["Memories:\n" + memory.brief(state["memories"])] if state.get("memories") else [])
-    )
+    sections = [task_brief({**state["task"], "clarifications": state.get("clarifications", [])})]
+    if not plan.get("implicit"):
+        sections.append("Plan:\n" + plan_brief(plan))
+    if evidence:
+        sections.append("Evidence:\n" + evidence_brief(evidence))
+    if state.get("memories"):
+        sections.append("Memories:\n" + memory.brief(state["memories"]))
+    return "\n\n".join(sections)
 
 
 def plan_brief(plan: Mapping[str, Any]) -> str:

@@ -38,7 +38,7 @@ from boundloop.tools import authority, secrets
 from boundloop.tools.ledger import idempotency_key
 
 ROLES = ("planner", "actor", "judge", "critic", "goal_check")
-PROMPTS = {"planner": prompts.PLANNER, "actor": prompts.ACTOR + prompts.SCHEMA_RULE, "judge": prompts.JUDGE, "critic": prompts.CRITIC,
+PROMPTS = {"planner": prompts.PLANNER, "actor": prompts.ACTOR + prompts.MEMORY_RULE + prompts.SCHEMA_RULE, "judge": prompts.JUDGE, "critic": prompts.CRITIC,
            "goal_check": prompts.GOAL_CHECK}
 BUDGET_KEYS = ("tokens", "cost_usd", "calls", "retries", "time_s", "context_tokens", "memory_writes")
 """The budget vector a trace step records: tokens, cost, calls, retries, time, context, memory writes."""

@@ -18,6 +18,7 @@ from boundloop.graph.context import memory
 from boundloop.graph.cli.app import app
 from boundloop.graph.trace.replay import STEP_KINDS
 from boundloop.graph.core.status import Terminal
+from boundloop.graph.models.catalog import model_for
 from boundloop.nodes.act import _brief as actor_brief
 from tests.graph.conftest import CRITIC_PASS, JUDGE_PASS, PLAN_ONE_STEP, READ_NOTES, step
 
@@ -105,6 +106,16 @@ async def test_a_run_that_does_not_commit_promotes_nothing(run_script, runner):
     assert report.status == Terminal.VALIDATION_FAIL
     assert await decisions(runner, report.thread_id) == []
     assert await memory.list_memories(await memory_store(runner.pool)) == []
+
+
+async def test_only_a_run_that_may_write_memory_is_told_how_to_propose_it(run_script):
+    """With `memory_writes` 0 every proposal would be refused, so the actor is not told the format."""
+    told = {}
+    for writes in (0, 1):
+        report = await run_script({"actor": [step("Ana publishes the notes.")]}, task={"budget": {"memory_writes": writes}})
+        assert report.status == Terminal.SUCCESS
+        told[writes] = "<memory-candidates>" in model_for(report.values["settings"]).last_request("actor")[0].content
+    assert told == {0: False, 1: True}
 
 
 async def test_the_write_gate_is_a_step_only_when_the_answer_proposes_memories(run_script, runner, tmp_path):

@@ -14,6 +14,8 @@ from rich.console import Console
 from boundloop.graph.cli.progress import render_report
 from boundloop.graph.console import timeline
 from boundloop.graph.core.status import Terminal
+from boundloop.graph.models.catalog import model_for
+from boundloop.graph.models.prompts import task_brief
 from boundloop.tools import kept_listing
 from tests.graph.conftest import CRITIC_FAIL, CRITIC_PASS, JUDGE_PASS, PLAN_ONE_STEP, READ_NOTES, step
 from tests.graph.test_cli import boundloop
@@ -56,6 +58,25 @@ async def test_a_simple_task_with_a_deterministic_check_calls_no_planner_judge_o
     assert report.values["plan"]["valid"] and report.values["plan"]["hash"]  # validated like any plan
     assert report.result["provenance"]["verification"]["passed"] is True
     assert [obs["stage"] for obs in report.values["observations"] if obs.get("phase") != "verify"] == ["committed", "committed"]
+    brief = model_for(report.values["settings"]).last_request("actor")[1].content
+    assert brief == task_brief(SIMPLE), "the implicit plan restates the goal and there is no evidence: neither is sent"
+
+
+async def test_a_re_planned_implicit_plan_is_shown_to_the_actor(run_script, workspace):
+    """The check fails twice, so the second repair re-plans the implicit step: from then on the plan is
+    the planner's, and the actor is told it and what the re-plan replaced."""
+    wrong = {"name": "workspace__write_file", "args": {"path": "summary.md", "content": "- someone: publish\n"}}
+    replanned = [{"id": "s1b", "description": "write summary.md with Ana's item", "tools": ["workspace__write_file"], "args": {"path": "summary.md"}}]
+    report = await run_script(
+        {"actor": [step(calls=[wrong]), step("written"), step("written, again"), step(calls=[WRITE_SUMMARY]), step("rewritten")],
+         "planner": [step({"steps": replanned})], "critic": [CRITIC_FAIL, CRITIC_FAIL, CRITIC_PASS]},
+        task={**SIMPLE, "budget": {"side_effects": 10}}, unattended=True,
+        policy={"rules": [{"id": "writes", "action": "allow", "tool": "write_file"}]},
+    )
+    assert report.status == Terminal.SUCCESS, report.values["ending"]
+    assert [repair["strategy"] for repair in report.values["quality"]["repairs"]] == ["SECTION_REWRITE", "REPLAN"]
+    brief = model_for(report.values["settings"]).last_request("actor")[1].content
+    assert "Plan:\n- [done] s1b: write summary.md with Ana's item\nReady now: none\nRe-planned after verification" in brief
 
 
 async def test_the_same_task_asked_for_every_phase_pays_a_planner_a_judge_and_a_critic(run_script):
