@@ -23,6 +23,7 @@ from psycopg_pool import AsyncConnectionPool
 
 from boundloop.checkpoints import approvals, tool_listings
 from boundloop.checkpoints.lease import LeaseHolder
+from boundloop.graph.core.capacity import MAX_ACTIVE_RUNS
 from boundloop.graph.core.records import ListingDecision
 from boundloop.graph.core.stops import Stops
 from boundloop.tools import kept_listing, pinning, secrets
@@ -57,11 +58,6 @@ def default_servers(workspace_root: str) -> dict[str, Any]:
 KEEP_AGAIN_S = 3600.0
 """How often a long-lived process writes again the listing it keeps for its servers, so that it stays
 young enough to be pinned (tools/kept_listing.MAX_AGE_S)."""
-
-MAX_ACTIVE_RUNS = 64
-"""Runs one process drives at once by default; more wait for a slot (never fail for lack of one).
-Each active run holds its MCP servers and takes pool connections for its writes."""
-
 
 class Services:
     """Per-process resources, keyed by run where they are per run."""

@@ -4,3 +4,9 @@ trace and replay (`metrics`), the memory audit, and a misbehaving MCP server for
 
 Measures runs; never changes how a run behaves.
 """
+
+from typing import Literal
+
+Provider = Literal["scripted", "http"]
+"""How a scripted scenario's model is reached: the in-process scripted model, or the same script
+served by a local OpenAI-compatible server (graph/evals/provider_server.py) through the provider path."""

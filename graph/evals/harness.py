@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from boundloop.graph.core.errors import BoundloopError
+from boundloop.graph.evals import Provider
 from boundloop.graph.evals.grounding_audit import StepVerdict, audit_grounding
 from boundloop.graph.evals.memory_audit import MemoryVerdict, audit_run
 from boundloop.graph.evals.provider_server import ScriptServer
@@ -112,9 +113,6 @@ def _deviation(path: list[str], golden: list[str]) -> str:
     return f"after step {len(path)}: the run ended, golden {golden[len(path)]}"
 
 
-Provider = Literal["scripted", "http"]
-"""How a scripted scenario's model is reached: the in-process scripted model, or the same script
-served by a local OpenAI-compatible server (graph/evals/provider_server.py) through the provider path."""
 PROVIDER_KEY = "local-script-server"
 """The key the runs send the local script server (it checks none); given as a config file's `api_key`."""
 

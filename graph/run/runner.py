@@ -41,7 +41,8 @@ from boundloop.graph.trace import langsmith as langsmith_trace
 from boundloop.graph.run.halt import halt
 from boundloop.graph.trace.progress import PHASE_PROGRESS_STREAMED
 from boundloop.graph.trace.record import REOPENABLE
-from boundloop.graph.services import MAX_ACTIVE_RUNS, Services
+from boundloop.graph.core.capacity import MAX_ACTIVE_RUNS
+from boundloop.graph.services import Services
 from boundloop.graph.core.status import Terminal
 from boundloop.graph.task import RunSettings, Task
 
