@@ -15,15 +15,12 @@ import sys
 import uuid
 from importlib import resources
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
 
-from boundloop.checkpoints import store
-from boundloop.checkpoints.cluster import state_dir
 from boundloop.graph.core.status import exit_code
 from boundloop.graph.models import roles
-from boundloop.graph.models.catalog import model_for
 from boundloop.graph.cli.running import err, guarded, out, with_runner
 from boundloop.graph.decisions import decision_from_flags
 from boundloop.graph.cli.options import (
@@ -53,9 +50,11 @@ from boundloop.graph.cli.options import (
     task_from,
 )
 from boundloop.graph.cli.progress import Progress, render_pending, render_report, render_runs, render_trace
-from boundloop.graph.run.runner import RunReport, Runner, new_thread_id
 from boundloop.graph.task import RunSettings, Task
 from boundloop.tools import secrets
+
+if TYPE_CHECKING:
+    from boundloop.graph.run.runner import RunReport, Runner
 
 app = typer.Typer(help="boundloop: a bounded, durable, permissioned agent loop.", no_args_is_help=True, add_completion=False)
 
@@ -129,6 +128,7 @@ def show(run_id: str, as_json: JsonFlag = False, database_url: DbFlag = None) ->
     """Show a run: what it did in one sentence, phase history, budget used against its limits, terminal status and result."""
 
     async def body(runner: Runner) -> None:
+        from boundloop.checkpoints import store
         from boundloop.graph.cli.replay import show_header
         from boundloop.graph.trace.fields import missing_trace_fields
 
@@ -201,6 +201,7 @@ def _run(options: dict[str, Any]) -> None:
     settings = settings_from(options)
     task = task_from(options)
     check_usable(settings)
+    from boundloop.graph.run.runner import new_thread_id  # after the checks: a refused flag does not wait for the graph to load
     thread = options["thread"] or new_thread_id()
     with_runner(
         options["database_url"],
@@ -210,6 +211,8 @@ def _run(options: dict[str, Any]) -> None:
 
 
 def _demo(as_json: bool, database_url: str | None) -> None:
+    from boundloop.checkpoints.cluster import state_dir
+
     bundled = resources.files("boundloop.graph") / "scripts"
     thread = f"demo-{uuid.uuid4().hex[:8]}"
     workspace = state_dir() / "workspaces" / thread
@@ -255,6 +258,8 @@ async def _decide(runner: Runner, run_id: str, call_id: str, decision: dict[str,
 async def _model_usable(runner: Runner, run_id: str) -> None:
     """Refuse before a decision is used or a step runs when the run's model cannot be built here
     (its key file gone, say): the run keeps waiting, nothing is spent."""
+    from boundloop.graph.models.catalog import model_for
+
     for each in roles.every_model((await runner.report(run_id)).values.get("settings") or {}):
         model_for(each)
 

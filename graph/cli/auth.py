@@ -17,22 +17,18 @@ from __future__ import annotations
 import asyncio
 import logging
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 from urllib.parse import parse_qs, urlparse
 
-import httpx2
 import typer
-from mcp import Client
-from mcp.client.auth import OAuthFlowError
-from mcp.client.streamable_http import streamable_http_client
-from mcp.shared.auth import AuthorizationCodeResult
 
-from boundloop.checkpoints.pool import database_url as default_database_url
-from boundloop.checkpoints.pool import open_pool
 from boundloop.graph.cli.app import DbFlag, app
 from boundloop.graph.cli.running import err, guarded
 from boundloop.graph.core.errors import BoundloopError, ConfigError
 from boundloop.tools.config import load_servers
+
+if TYPE_CHECKING:
+    from mcp.client.auth import OAuthFlowError
 
 LOGIN_TIMEOUT_S = 300.0
 REFUSED = "OAuth login to {name!r} refused: {reason}; nothing was stored. Check the servers file's url, and log in again"
@@ -54,11 +50,24 @@ def auth(
     """Log in to an HTTP MCP server with OAuth; its tokens are stored encrypted (BOUNDLOOP_TOKEN_KEY)."""
     # The SDK logs a refused flow with its traceback before raising it; the refusal is our one line.
     logging.getLogger("mcp.client.auth").addHandler(logging.NullHandler())
-    guarded(lambda: asyncio.run(_login(server, servers, database_url or default_database_url())))
+
+    def login() -> None:
+        from boundloop.checkpoints.pool import database_url as default_database_url
+
+        asyncio.run(_login(server, servers, database_url or default_database_url()))
+
+    guarded(login)
 
 
 async def _login(name: str, servers_file: Path, url: str) -> None:
-    from boundloop.tools import oauth  # cryptography and the SDK's OAuth client: loaded by this command only
+    # the SDK, its HTTP client and OAuth, and cryptography: loaded by this command only
+    import httpx2
+    from mcp import Client
+    from mcp.client.streamable_http import streamable_http_client
+    from mcp.shared.auth import AuthorizationCodeResult
+
+    from boundloop.checkpoints.pool import open_pool
+    from boundloop.tools import oauth
 
     configs = load_servers(servers_file)
     config = configs.get(name)
@@ -111,6 +120,8 @@ async def _login(name: str, servers_file: Path, url: str) -> None:
 def _flow_error(failure: BaseException, depth: int = 0) -> OAuthFlowError | None:
     """The SDK's refusal of the OAuth flow inside `failure` (task groups wrap it in exception
     groups, transports chain it), or None when the failure is something else."""
+    from mcp.client.auth import OAuthFlowError
+
     if isinstance(failure, OAuthFlowError):
         return failure
     if depth > 8:

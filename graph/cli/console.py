@@ -10,7 +10,6 @@ import os
 from typing import Annotated, Optional
 
 import typer
-import uvicorn
 
 from boundloop.graph.cli.app import DbFlag, app
 from boundloop.graph.cli.running import err, guarded
@@ -29,6 +28,8 @@ def console(
     """Serve the web console: runs, a run's timeline, and the approval inbox."""
 
     def serve() -> None:
+        import uvicorn
+
         from boundloop.graph.console import ConsoleSettings, create_app  # boundloop.graph.console reuses boundloop.graph.cli.app's decision rules
 
         if token is None and not _loopback(host):

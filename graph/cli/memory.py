@@ -2,7 +2,8 @@
 
 Registered on the main `boundloop` app by importing this module (graph/cli/app.py does). Works on
 the Postgres store in boundloop's database (graph/context/memory.py); a quarantined memory stays stored,
-for audit, but is never recalled.
+for audit, but is never recalled. The memory module and the services load inside each command, so
+that `boundloop --help` does not load LangChain.
 """
 
 from __future__ import annotations
@@ -10,17 +11,18 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from typing import Annotated, Any, Awaitable, Callable, Optional
+from typing import TYPE_CHECKING, Annotated, Any, Awaitable, Callable, Optional
 
 import typer
 from rich.markup import escape
 from rich.table import Table
 
-from boundloop.graph.context import memory
 from boundloop.graph.cli.app import DbFlag, JsonFlag, app
 from boundloop.graph.cli.running import err, guarded, out
 from boundloop.graph.core.errors import BoundloopError
-from boundloop.graph.services import Services
+
+if TYPE_CHECKING:
+    from boundloop.graph.services import Services
 
 memory_app = typer.Typer(help="Persistent memory: list, show, quarantine, forget, rebuild from a run's trace.", no_args_is_help=True)
 app.add_typer(memory_app, name="memory")
@@ -43,6 +45,8 @@ def list_(
     """List stored memories, quarantined ones included."""
 
     async def body(services: Services) -> None:
+        from boundloop.graph.context import memory
+
         items = await memory.list_memories(await memory.store_for(await services.pool()), user=user, profile=profile)
         if as_json:
             out.print_json(json.dumps([{"key": item.key, **item.value} for item in items], default=str))
@@ -75,6 +79,8 @@ def quarantine(key: KeyArg, reason: Annotated[str, typer.Option("--reason", help
     """Keep the memory for audit but never recall it again (undo with `memory rebuild RUN`)."""
 
     async def body(services: Services) -> None:
+        from boundloop.graph.context import memory
+
         item = await _item(services, key)
         await memory.set_status(await memory.store_for(await services.pool()), item, "quarantined", reason)
         out.print(f"quarantined {key}")
@@ -87,6 +93,8 @@ def forget(key: KeyArg, database_url: DbFlag = None) -> None:
     """Delete the memory (the trace of the run that wrote it keeps the record)."""
 
     async def body(services: Services) -> None:
+        from boundloop.graph.context import memory
+
         item = await _item(services, key)
         await (await memory.store_for(await services.pool())).adelete(item.namespace, item.key)
         out.print(f"forgot {key}")
@@ -100,6 +108,8 @@ def rebuild(run_id: Annotated[str, typer.Argument(help="The run whose promoted m
     """Rebuild the memories a run promoted from its trace and stored payloads, each re-verified."""
 
     async def body(services: Services) -> None:
+        from boundloop.graph.context import memory
+
         pool = await services.pool()
         outcomes = await memory.rebuild(await memory.store_for(pool), pool, run_id)
         if not outcomes:
@@ -114,6 +124,8 @@ def rebuild(run_id: Annotated[str, typer.Argument(help="The run whose promoted m
 
 
 async def _item(services: Services, key: str) -> Any:
+    from boundloop.graph.context import memory
+
     item = await memory.find(await memory.store_for(await services.pool()), key)
     if item is None:
         raise MemoryNotFound(key)
@@ -125,6 +137,8 @@ def _day(epoch: Any) -> str:
 
 
 def _with_services(database_url: str | None, body: Callable[[Services], Awaitable[None]]) -> None:
+    from boundloop.graph.services import Services
+
     async def main() -> None:
         services = Services(database_url=database_url)
         try:

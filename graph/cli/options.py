@@ -19,7 +19,6 @@ from pydantic import ValidationError
 from boundloop.graph.core.errors import ConfigError
 from boundloop.graph.decisions import budget_overrides
 from boundloop.graph.models import roles
-from boundloop.graph.models.catalog import model_for
 from boundloop.graph.task import RunSettings, Task
 from boundloop.tools import hosted
 from boundloop.tools.config import load_servers
@@ -117,6 +116,8 @@ def task_from(options: dict[str, Any]) -> Task:
 def check_usable(settings: RunSettings) -> None:
     """Fail now, before any run exists, on a missing key, a bad script, policy, servers or hosted
     tools file (a literal secret in the last included: what it declares is checkpointed)."""
+    from boundloop.graph.models.catalog import model_for  # the model stack loads only for a command that builds one
+
     for each in roles.every_model(settings.model_dump(mode="json")):
         model_for(each)
     if settings.policy:

@@ -7,17 +7,17 @@ its own line), 2 on bad input (no such run); 1 stays an unexpected error.
 from __future__ import annotations
 
 import json
-from typing import Annotated, Any, Optional
+from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
 
-from boundloop.checkpoints import store
 from boundloop.graph.cli.app import DbFlag, JsonFlag, app
 from boundloop.graph.cli.running import guarded, out, with_runner
 from boundloop.graph.core.errors import RunNotFound
 from boundloop.graph.core.status import Exit
-from boundloop.graph.trace.replay import replay_run
-from boundloop.graph.run.runner import Runner
+
+if TYPE_CHECKING:
+    from boundloop.graph.run.runner import Runner
 
 
 @app.command()
@@ -33,6 +33,9 @@ def replay(
     valid: list[bool] = []
 
     async def body(runner: Runner) -> None:
+        from boundloop.checkpoints import store
+        from boundloop.graph.trace.replay import replay_run
+
         if not await store.read_trace(runner.pool, run_id):
             raise RunNotFound(f"no trace for run {run_id!r} in this database; list runs with `boundloop runs`")
         report = await replay_run(runner.pool, run_id, runner.graph, expect_head)

@@ -12,19 +12,21 @@ import os
 import signal
 from typing import Any
 
-import psycopg
+from typing import TYPE_CHECKING
+
 import typer
-from psycopg_pool import PoolTimeout
 from rich.console import Console
 from rich.markup import escape
 
-from boundloop.checkpoints import CheckpointsError
+from boundloop.checkpoints.errors import CheckpointsError
 from boundloop.graph.core.errors import BoundloopError
 from boundloop.graph.core.status import Exit
-from boundloop.graph.run.runner import Runner
-from boundloop.graph.task import RunSettings
 from boundloop.tools import secrets
 from boundloop.tools.errors import ToolsError
+
+if TYPE_CHECKING:
+    from boundloop.graph.run.runner import Runner
+    from boundloop.graph.task import RunSettings
 
 err = Console(stderr=True, soft_wrap=True)
 out = Console(soft_wrap=True)
@@ -37,6 +39,8 @@ def with_runner(database_url: str | None, body: Any, *, install: bool = False, w
     # outage that is a screenful on stderr. The runner rides the outage out or ends with one line.
     for noisy in ("psycopg", "boundloop.checkpoints.lease"):
         logging.getLogger(noisy).addHandler(logging.NullHandler())
+    from boundloop.graph.run.runner import Runner
+
     received: list[int] = []
 
     async def main() -> None:
@@ -76,10 +80,22 @@ def guarded(action: Any) -> None:
     except (BoundloopError, CheckpointsError, ToolsError) as error:
         err.print(f"[bold red]error:[/bold red] {escape(secrets.redact(str(error)))}", highlight=False)
         raise typer.Exit(Exit.BAD_INPUT) from None
-    except (psycopg.OperationalError, PoolTimeout) as error:  # outside a drive: nothing was in flight
+    except Exception as error:
+        if not _connection_lost(error):
+            raise
+        # outside a drive: nothing was in flight
         reason = " ".join(secrets.redact(str(error)).split())[:300]
         err.print(f"[bold red]error:[/bold red] database connection lost ({escape(reason)}); nothing was changed: retry when the database is back", highlight=False)
         raise typer.Exit(Exit.BAD_INPUT) from None
     except KeyboardInterrupt:
         err.print("[yellow]interrupted; the run keeps its last checkpoint: continue with `boundloop resume RUN`[/yellow]")
         raise typer.Exit(Exit.SIGINT) from None
+
+
+def _connection_lost(error: Exception) -> bool:
+    """psycopg's lost connection or its pool's timeout. Imported here, so that a command that never
+    reached the database (`--help`, a bad flag) does not load psycopg."""
+    import psycopg
+    from psycopg_pool import PoolTimeout
+
+    return isinstance(error, (psycopg.OperationalError, PoolTimeout))

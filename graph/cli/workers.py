@@ -11,11 +11,10 @@ import json
 import logging
 import uuid
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
 
-from boundloop.checkpoints.pool import database_url as default_database_url
 from boundloop.checkpoints.queue import HEARTBEAT_S, STALLED_AFTER_S, driven_by_workers
 from boundloop.graph.cli.app import app
 from boundloop.graph.cli.running import err, guarded, out, with_runner
@@ -44,9 +43,11 @@ from boundloop.graph.cli.options import (
     settings_from,
     task_from,
 )
+from boundloop.graph.core.capacity import MAX_ACTIVE_RUNS
 from boundloop.graph.core.errors import ConfigError
-from boundloop.graph.run.runner import Runner
-from boundloop.graph.services import MAX_ACTIVE_RUNS
+
+if TYPE_CHECKING:
+    from boundloop.graph.run.runner import Runner
 
 MAX_CONCURRENCY = MAX_ACTIVE_RUNS
 """Runs one worker process drives at once. Leases share one connection outside the pool, but one
@@ -100,6 +101,7 @@ def worker(
         logging.getLogger(noisy).setLevel(logging.WARNING)
 
     def body() -> None:
+        from boundloop.checkpoints.pool import database_url as default_database_url
         from boundloop.graph.run import workers
 
         url = database_url or default_database_url()
