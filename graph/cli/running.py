@@ -10,9 +10,7 @@ import asyncio
 import logging
 import os
 import signal
-from typing import Any
-
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import typer
 from rich.console import Console
@@ -35,12 +33,12 @@ out = Console(soft_wrap=True)
 def with_runner(database_url: str | None, body: Any, *, install: bool = False, warm: tuple[str, RunSettings] | None = None) -> None:
     """Run `body(runner)`; a run halted by SIGINT or SIGTERM exits 128 + the signal's number,
     whatever the body would have exited with. `warm`: the run the body starts (`Runner`)."""
+    from boundloop.graph.run.runner import Runner
+
     # psycopg, its pool and the lease log every dropped connection and reconnect attempt; during an
     # outage that is a screenful on stderr. The runner rides the outage out or ends with one line.
     for noisy in ("psycopg", "boundloop.checkpoints.lease"):
         logging.getLogger(noisy).addHandler(logging.NullHandler())
-    from boundloop.graph.run.runner import Runner
-
     received: list[int] = []
 
     async def main() -> None:
