@@ -30,7 +30,7 @@ from boundloop.graph.quality import goal_check
 from boundloop.graph import guards, ladder, schedule
 from boundloop.graph.calls import hosted as hosted_tools
 from boundloop.graph.core import deadline
-from boundloop.graph.core.budget import Budget, add_usage
+from boundloop.graph.core.budget import add_usage
 from boundloop.graph.core.records import Status
 from boundloop.graph.models.catalog import NoReply, call_model, model_id
 from boundloop.graph.models.prompts import ACTOR, MEMORY_RULE, SCHEMA_RULE, evidence_brief, task_brief
@@ -125,7 +125,7 @@ def actor_request(state: Mapping[str, Any], tools: list[dict[str, Any]]) -> tupl
     """The actor's request as it would be sent now: messages and offered tools."""
     task = state["task"]
     schema_rule = SCHEMA_RULE.format(schema=json.dumps(task["output_schema"])) if task.get("output_schema") else ""
-    memory_rule = MEMORY_RULE if Budget.model_validate(state["budget"]).memory_writes != 0 else ""
+    memory_rule = MEMORY_RULE if state["budget"].get("memory_writes") != 0 else ""  # None: no limit
     request = [
         SystemMessage(ACTOR.format(memory_rule=memory_rule, schema_rule=schema_rule)),
         HumanMessage(_brief(state)),

@@ -81,7 +81,7 @@ def guarded(action: Any) -> None:
     except Exception as error:
         if not _connection_lost(error):
             raise
-        # outside a drive: nothing was in flight
+        # raised outside a drive, where no call is in flight: nothing changed
         reason = " ".join(secrets.redact(str(error)).split())[:300]
         err.print(f"[bold red]error:[/bold red] database connection lost ({escape(reason)}); nothing was changed: retry when the database is back", highlight=False)
         raise typer.Exit(Exit.BAD_INPUT) from None
