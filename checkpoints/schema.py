@@ -138,6 +138,22 @@ MIGRATIONS = [  # position = version; append, never edit or reorder
     " servers_key TEXT PRIMARY KEY,"
     " pins JSONB NOT NULL,"
     " listed_at TIMESTAMPTZ NOT NULL DEFAULT now())",
+    # Write-ahead record of model calls (checkpoints/model_calls.py): INTENT with the call's reservation
+    # before the request, ANSWERED with the reply's usage after it. `task` is the LangGraph task that
+    # made the call, `execution` one run of that task: a task that runs again after a crash finds
+    # the calls its earlier executions made and charges them.
+    "CREATE TABLE boundloop_model_calls ("
+    " id BIGSERIAL PRIMARY KEY,"
+    " thread_id TEXT NOT NULL,"
+    " task TEXT NOT NULL,"
+    " execution TEXT NOT NULL,"
+    " role TEXT NOT NULL,"
+    " model TEXT NOT NULL,"
+    " status TEXT NOT NULL CHECK (status IN ('INTENT', 'ANSWERED')),"
+    " usage JSONB NOT NULL,"
+    " created_at TIMESTAMPTZ NOT NULL DEFAULT now(),"
+    " updated_at TIMESTAMPTZ NOT NULL DEFAULT now())",
+    "CREATE INDEX boundloop_model_calls_task_idx ON boundloop_model_calls (thread_id, task)",
 ]
 
 # Any constant works as long as nothing else in the database uses it: b"boundloo" as an int8.

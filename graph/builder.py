@@ -25,6 +25,7 @@ from boundloop.graph.trace import langsmith as langsmith_trace
 from boundloop.graph.core.budget import add_usage, sparse
 from boundloop.graph.check import check_graph
 from boundloop.graph.core.faults import crash_point
+from boundloop.graph.models import write_ahead
 from boundloop.graph.trace.progress import PHASE_PROGRESS_STREAMED, phase_progress
 from boundloop.graph.services import Services, current_run_id
 from boundloop.graph.state import LoopState, LoopUpdate
@@ -117,6 +118,7 @@ def _phase_node(name: str, node: Node, services: Services) -> Node:
     async def phase_node(state: dict[str, Any]) -> LoopUpdate:
         async with services.stops.node(current_run_id()):
             crash_point(f"enter:{name}")
+            write_ahead.begin_execution()
             started = time.perf_counter()
             async with _interrupts_traced(name, services):
                 with deadline.step_deadline(deadline.budget_left_s(state.get("budget"), state.get("usage"))):
@@ -130,6 +132,7 @@ def _phase_node(name: str, node: Node, services: Services) -> Node:
 def _task_node(node: Node, services: Services, *, calls_tool: bool) -> Node:
     async def task_node(sent: dict[str, Any]) -> LoopUpdate:
         crash_point(f"enter:{node.__name__}")
+        write_ahead.begin_execution()
         payload = guards.task_payload(sends.task_state(), node.__name__, sends.call_id(sent))  # the Send names the call only (graph/sends.py)
         async with services.stops.node(current_run_id()):
             started = time.perf_counter()

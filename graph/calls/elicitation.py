@@ -26,6 +26,7 @@ from boundloop.checkpoints import approvals, store
 from boundloop.checkpoints.errors import ApprovalRefused
 from boundloop.graph.core.budget import add_usage
 from boundloop.graph.core.faults import crash_point
+from boundloop.graph.models import write_ahead
 from boundloop.tools import secrets
 from boundloop.tools.client_features import CallScope, invalid, with_defaults
 
@@ -71,11 +72,11 @@ class Questions:
             return
         while (recorded := await approvals.get_approval(self.pool, self.run_id, self.ask_id(self.count))) is not None:
             question = recorded.payload
-            self.scope.answers[question["key"]] = await self._ask({key: value for key, value in question.items() if key != "spent"})
+            if self.count == 0 and (recovered := await write_ahead.charge_earlier(self.pool)):  # the stopped sends' sampling
+                self.scope.spent["usage"] = add_usage(self.scope.spent.get("usage"), recovered)
+            self.scope.answers[question["key"]] = await self._ask(question)
             self.count += 1
             self.scope.count_asked(1)
-            if question.get("spent"):  # what the stopped send's sampling cost is charged with the call
-                self.scope.spent["usage"] = add_usage(self.scope.spent.get("usage"), question["spent"])
 
     async def record(self, phase: str) -> None:
         """Record the scope's question (the call was stopped for it); `answer_recorded` then asks it."""
@@ -83,8 +84,7 @@ class Questions:
         assert asked is not None
         request = {"type": "elicitation", "call_id": self.ask_id(self.count), "name": self.call["name"], "server": asked["server"],
                    "tool": asked["tool"], "message": asked["message"], "schema": asked["schema"], "key": asked["key"],
-                   "resend_warning": RESENT.format(name=self.call["name"]) if self.repeats_blindly else None,
-                   "spent": self.scope.spent.pop("usage", None)}
+                   "resend_warning": RESENT.format(name=self.call["name"]) if self.repeats_blindly else None}
         await approvals.request_approval(self.pool, thread_id=self.run_id, call_id=request["call_id"], tool=approvals.QUESTION_TOOL,
                                          args_hash="", expires_at=None, payload=request)
         for event in self.scope.events:  # what the stopped send's server asked before the question

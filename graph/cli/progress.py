@@ -92,6 +92,9 @@ def render_report(console: Console, report: Any) -> None:
         if estimated := usage.get("estimated_usage_calls"):
             console.print(f"  estimated: the provider sent no usage for {estimated} of {usage.get('model_turns', 0)} model call(s); "
                           "their tokens and cost are counted by estimate (over, not under)")
+        if recovered := usage.get("recovered_model_calls"):
+            console.print(f"  recovered: {recovered} model call(s) made by steps that never saved their update (a crash, an outage, "
+                          "a stop for a question); their turns, tokens and cost are charged from the write-ahead record")
     result = values.get("result") or {}
     if result.get("output") or result.get("partial_output"):
         console.print(f"  result: {result.get('output') or result.get('partial_output')}")
@@ -115,6 +118,9 @@ def render_trace(console: Console, events: list[dict[str, Any]]) -> None:
             [f"{call['tool']}:{call['decision']}" for call in data.get("decisions", [])] + [f"{call['name']}:{call['status']}" for call in data.get("tool_calls", [])])
         if event.get("kind") == "model_retry":
             detail = f"model retry {data.get('retry')} ({data.get('role')}): {data.get('error')}"
+        elif event.get("kind") == "model_calls_recovered":
+            detail = (f"{len(data.get('calls', []))} model call(s) of an unsaved step charged: "
+                      f"{data.get('input_tokens')} input, {data.get('output_tokens')} output tokens")
         table.add_row(str(event.get("at", ""))[11:23], event.get("node") or event.get("kind", ""), f"{data.get('elapsed_ms', '')}", detail)
     console.print(table)
 

@@ -83,6 +83,7 @@ USAGE_COUNTERS = (
     "memory_writes",
     "context_tokens_total",
     "compactions",
+    "recovered_model_calls",
 )
 USAGE_PEAKS = ("context_tokens",)
 """Dimensions measured per call: the total keeps the largest, not the sum."""

@@ -12,6 +12,7 @@ leaves behind. The points:
     tool:during_call    the call is in flight (BOUNDLOOP_CRASH_DELAY_S after sending, default 0.05)
     tool:after_call     the call returned, COMPLETE/ABORT is not written yet
     question:recorded   a server's question is recorded; the run's stop at it is not saved yet
+    model:after_intent  a model call's INTENT is recorded, the request is not sent yet
 """
 
 from __future__ import annotations

@@ -112,6 +112,9 @@ class Usage(TypedDict, total=False):
     memory_writes: int
     context_tokens_total: int
     compactions: int
+    recovered_model_calls: int
+    """Model calls of steps that never saved their update (a crash, an outage, a stop for a question),
+    charged from the write-ahead record (graph/models/write_ahead.py)."""
     context_tokens: int
     """The largest request so far (a peak, not a sum)."""
     per_tool: dict[str, int]

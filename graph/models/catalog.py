@@ -28,7 +28,7 @@ from langchain_core.runnables import RunnableConfig
 from pydantic import SecretStr
 
 from boundloop.checkpoints import store
-from boundloop.graph.models import roles, size
+from boundloop.graph.models import roles, size, write_ahead
 from boundloop.graph.models import calls as model_calls
 from boundloop.graph.core.budget import (
     Budget,
@@ -39,6 +39,7 @@ from boundloop.graph.core.budget import (
     reserve_model_call,
 )
 from boundloop.graph.core.errors import ModelNotConfigured
+from boundloop.graph.core.faults import crash_point
 from boundloop.graph.core.records import Ending
 from boundloop.graph.core.replies import Reply, parse_reply
 from boundloop.graph.models.scripted import INDEX_KEY, ROLE_KEY, ScriptedChatModel, load_script
@@ -195,7 +196,7 @@ async def call_model(
     the request's `size.measure` when the caller took it already (a long conversation is measured
     once per turn). When the role's model is unavailable and the role has a fallback, the same
     request goes to the fallback, and the update counts it in `usage.fallbacks_by_role`."""
-    spent = spent or {}
+    spent = cast(LoopUpdate, dict(spent or {}))  # a copy: the first call charges into it what earlier executions left (write_ahead)
     primary = roles.settings_for(state["settings"], role)
     try:
         return await _call(state, services, role, primary, messages, tools, spent, options, measure)
@@ -243,9 +244,22 @@ async def _call(
     name = model_id(settings)
     tokens, method = measure or size.measure(name, messages, tools)
     budget = Budget.model_validate(state["budget"])
-    max_tokens, exhaustion = reserve_model_call(usage, budget, input_tokens=tokens, price=price_of(settings, name))
+    price = price_of(settings, name)
+    max_tokens, exhaustion = reserve_model_call(usage, budget, input_tokens=tokens, price=price)
     if exhaustion is not None:  # the call would pass a cap: it is not made
         raise NoReply({**spent, "ending": budget_ending(exhaustion)})
+    pool = await services.pool()
+    record = await write_ahead.open_call(pool, role, name, _usage_of(role, tokens, 0, price))
+    if record.recovered is not None:  # calls an earlier execution of this task made are charged first
+        spent["usage"] = add_usage(spent.get("usage"), record.recovered)  # in place: the caller's endings count them too
+        usage = add_usage(usage, record.recovered)
+        exhaustion = check_before_model_call(usage, budget)
+        if exhaustion is None:
+            max_tokens, exhaustion = reserve_model_call(usage, budget, input_tokens=tokens, price=price)
+        if exhaustion is not None:
+            await write_ahead.withdraw_call(pool, record)
+            raise NoReply({**spent, "ending": budget_ending(exhaustion)})
+    crash_point("model:after_intent")
     runnable = _bound(model, tools, options, max_tokens, api_of(settings))
     measured = size.record(spent.get("context") or state.get("context"), role, tokens, method, context_window_of(settings, name))
     retries = budget.retries
@@ -258,7 +272,9 @@ async def _call(
         on_retry=_trace_retry(services, role),
     )
     update = _attempts_update(attempts, state)
-    update["usage"] = add_usage(add_usage(update.get("usage"), _reply_usage(settings, role, messages, tools, reply)), size.usage_delta(tokens))
+    cost = add_usage(update.get("usage"), _reply_usage(settings, role, messages, tools, reply))
+    await write_ahead.answer_call(pool, record, cost)
+    update["usage"] = add_usage(add_usage(cost, record.recovered), size.usage_delta(tokens))
     update["context"] = measured
     await services.know_secrets(settings)
     return _masked(reply), update
@@ -329,10 +345,14 @@ def _reply_usage(
     estimated = input_tokens <= 0  # a real request always has prompt tokens: none reported means no usage
     if estimated:
         input_tokens, output_tokens = estimate_tokens(messages, tools, reply)
-    price = price_of(settings, model_id(settings))
-    cost = None if price is None else (input_tokens * price[0] + output_tokens * price[1]) / 1_000_000
-    delta = model_call_usage(role=role, input_tokens=input_tokens, output_tokens=output_tokens, cost_usd=cost)
+    delta = _usage_of(role, input_tokens, output_tokens, price_of(settings, model_id(settings)))
     return {**delta, "estimated_usage_calls": int(estimated)}
+
+
+def _usage_of(role: str, input_tokens: int, output_tokens: int, price: tuple[float, float] | None) -> dict[str, Any]:
+    """One call's usage delta at `price` (USD per million input and output tokens; None: unknown)."""
+    cost = None if price is None else (input_tokens * price[0] + output_tokens * price[1]) / 1_000_000
+    return model_call_usage(role=role, input_tokens=input_tokens, output_tokens=output_tokens, cost_usd=cost)
 
 
 def estimate_tokens(messages: Sequence[BaseMessage], tools: list[dict[str, Any]] | None, reply: AIMessage) -> tuple[int, int]:

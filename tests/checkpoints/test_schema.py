@@ -17,6 +17,7 @@ TABLES = {
     "boundloop_trace_heads",
     "boundloop_payloads",
     "boundloop_ledger",
+    "boundloop_model_calls",
     "boundloop_approvals",
     "boundloop_langsmith_roots",
     "boundloop_eval_runs",

@@ -113,13 +113,18 @@ async def test_decline_and_cancel_reach_the_server(runner, tmp_path, workspace, 
 
 
 async def test_what_the_stopped_send_spent_on_sampling_is_charged_and_traced(runner, tmp_path, workspace):
-    """The server samples, then asks: the stopped send's completion and the re-sent one's are both paid for."""
+    """The server samples, then asks: the stopped send's completion and the re-sent one's are both paid
+    for, the first from the write-ahead record (the stopped step never saved its update)."""
     report = await _run(runner, tmp_path, workspace, sampling=True, unattended=False, calls=[{"name": "asking__consult", "args": {}}])
     question = _question(report)["value"]
-    assert "spent" not in question
     report = await runner.decide(report.thread_id, question["call_id"], {"decision": "approve", "answer": json.dumps({"colour": "red"})})
     assert json.loads(_results(report)["asking__consult"])["action"] == "accept"
-    assert report.values["usage"]["calls_by_role"]["sampler"] == 2
+    usage = report.values["usage"]
+    assert usage["calls_by_role"]["sampler"] == 1 and usage["recovered_model_calls"] == 1
+    [recovered] = [event["data"] for event in await runner.trace(report.thread_id) if event["kind"] == "model_calls_recovered"]
+    assert recovered["calls"] == [{"role": "sampler", "model": "scripted-test", "answered": True}]
+    assert usage["model_turns"] == usage["calls_by_role"]["sampler"] + 1 + sum(
+        count for role, count in usage["calls_by_role"].items() if role != "sampler")
     traced = [event["data"] for event in await runner.trace(report.thread_id) if event["kind"] == "mcp_request"]
     assert [(event["kind"], event.get("action")) for event in traced] == [("sampling", None), ("elicitation", "asked"),
                                                                         ("sampling", None), ("elicitation", "accept")]
