@@ -48,6 +48,15 @@ def _report(*args: str, db_url: str, code: Exit = Exit.SUCCESS) -> dict[str, Any
     return json.loads(done.stdout)
 
 
+def _killed_and_resumed(point: str, tmp_path: Path, db_url: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The usage of an uninterrupted run, and of the same task killed at `point` and resumed to SUCCESS."""
+    straight = _report(*_task(tmp_path, "straight"), db_url=db_url)["usage"]
+    _killed_at(point, _task(tmp_path, "killed"), db_url)
+    report = _report("resume", "killed", "--json", db_url=db_url)
+    assert report["status"] == Terminal.SUCCESS
+    return straight, report["usage"]
+
+
 def _recorded(db_url: str, thread: str) -> list[tuple[str, str]]:
     with psycopg.connect(db_url, autocommit=True) as conn:
         return [tuple(row) for row in conn.execute("SELECT role, status FROM boundloop_model_calls WHERE thread_id = %s ORDER BY id", (thread,))]
@@ -69,11 +78,7 @@ def test_an_uninterrupted_run_records_each_call_answered_and_charges_nothing_mor
 def test_a_reply_killed_before_its_checkpoint_is_charged_when_the_step_runs_again(db_url, tmp_path):
     """SIGKILL after the actor's first reply, before LangGraph saves the step: the resumed step asks
     the model again, and the lost reply is charged too, at the usage it reported."""
-    straight = _report(*_task(tmp_path, "straight"), db_url=db_url)["usage"]
-    _killed_at("leave:act#1", _task(tmp_path, "killed"), db_url)
-    report = _report("resume", "killed", "--json", db_url=db_url)
-    assert report["status"] == Terminal.SUCCESS
-    usage = report["usage"]
+    straight, usage = _killed_and_resumed("leave:act#1", tmp_path, db_url)
     assert usage["model_turns"] == straight["model_turns"] + 1 and usage["recovered_model_calls"] == 1
     assert (usage["input_tokens"], usage["output_tokens"]) == (straight["input_tokens"] + ACTOR_TOKENS[0], straight["output_tokens"] + ACTOR_TOKENS[1])
     assert usage["calls_by_role"] == straight["calls_by_role"]  # the replies the run received: the same
@@ -88,11 +93,7 @@ def test_a_reply_killed_before_its_checkpoint_is_charged_when_the_step_runs_agai
 def test_a_call_killed_before_any_reply_is_charged_its_reservation(db_url, tmp_path):
     """SIGKILL after the call's INTENT is recorded, before the request: nobody knows whether the
     provider saw it, so the resumed run charges a turn and the measured input tokens, no output."""
-    straight = _report(*_task(tmp_path, "straight"), db_url=db_url)["usage"]
-    _killed_at("model:after_intent#1", _task(tmp_path, "killed"), db_url)
-    report = _report("resume", "killed", "--json", db_url=db_url)
-    assert report["status"] == Terminal.SUCCESS
-    usage = report["usage"]
+    straight, usage = _killed_and_resumed("model:after_intent#1", tmp_path, db_url)
     assert usage["model_turns"] == straight["model_turns"] + 1 and usage["recovered_model_calls"] == 1
     assert usage["output_tokens"] == straight["output_tokens"]
     [event] = _recovered_events(db_url, "killed")
