@@ -248,8 +248,7 @@ async def _call(
     max_tokens, exhaustion = reserve_model_call(usage, budget, input_tokens=tokens, price=price)
     if exhaustion is not None:  # the call would pass a cap: it is not made
         raise NoReply({**spent, "ending": budget_ending(exhaustion)})
-    pool = await services.pool()
-    record = await write_ahead.open_call(pool, role, name, _usage_of(role, tokens, 0, price))
+    record = await write_ahead.open_call(services.pool, role, name, _usage_of(role, tokens, 0, price))
     if record.recovered is not None:  # calls an earlier execution of this task made are charged first
         spent["usage"] = add_usage(spent.get("usage"), record.recovered)  # in place: the caller's endings count them too
         usage = add_usage(usage, record.recovered)
@@ -257,7 +256,7 @@ async def _call(
         if exhaustion is None:
             max_tokens, exhaustion = reserve_model_call(usage, budget, input_tokens=tokens, price=price)
         if exhaustion is not None:
-            await write_ahead.withdraw_call(pool, record)
+            await write_ahead.withdraw_call(record)
             raise NoReply({**spent, "ending": budget_ending(exhaustion)})
     crash_point("model:after_intent")
     runnable = _bound(model, tools, options, max_tokens, api_of(settings))
@@ -273,7 +272,7 @@ async def _call(
     )
     update = _attempts_update(attempts, state)
     cost = add_usage(update.get("usage"), _reply_usage(settings, role, messages, tools, reply))
-    await write_ahead.answer_call(pool, record, cost)
+    await write_ahead.answer_call(record, cost)
     update["usage"] = add_usage(add_usage(cost, record.recovered), size.usage_delta(tokens))
     update["context"] = measured
     await services.know_secrets(settings)

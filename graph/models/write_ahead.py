@@ -22,7 +22,7 @@ there is no step to lose.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
@@ -78,23 +78,26 @@ def _task() -> _Task | None:
 
 @dataclass(frozen=True)
 class Call:
-    """One recorded call: its row (None: not recorded), and what earlier executions of its task left."""
+    """One recorded call: its row (None: not recorded, outside a run), and what earlier executions of its task left."""
 
+    pool: AsyncConnectionPool | None
     row_id: int | None
     recovered: dict[str, Any] | None
     """The usage of the earlier executions' calls (None: nothing to charge)."""
 
 
-async def open_call(pool: AsyncConnectionPool, role: str, model: str, reserved: Mapping[str, Any]) -> Call:
-    """Record the call as INTENT with its `reserved` usage delta, before it is sent."""
+async def open_call(pool_of: Callable[[], Awaitable[AsyncConnectionPool]], role: str, model: str, reserved: Mapping[str, Any]) -> Call:
+    """Record the call as INTENT with its `reserved` usage delta, before it is sent. `pool_of` opens
+    the run's pool; a call outside a run opens none."""
     where = _task()
     if where is None:
-        return Call(None, None)
+        return Call(None, None, None)
+    pool = await pool_of()
     row_id, earlier = await model_calls.open_call(
         pool, thread_id=where.thread_id, task=where.task, execution=where.execution.id,
         role=role, model=model, reserved=_charged_part(reserved), earlier=where.execution.look_back(),
     )
-    return Call(row_id, await _recovered(pool, where.thread_id, earlier))
+    return Call(pool, row_id, await _recovered(pool, where.thread_id, earlier))
 
 
 async def charge_earlier(pool: AsyncConnectionPool) -> dict[str, Any] | None:
@@ -107,16 +110,16 @@ async def charge_earlier(pool: AsyncConnectionPool) -> dict[str, Any] | None:
     return await _recovered(pool, where.thread_id, earlier)
 
 
-async def answer_call(pool: AsyncConnectionPool, call: Call, usage: Mapping[str, Any]) -> None:
+async def answer_call(call: Call, usage: Mapping[str, Any]) -> None:
     """Record what the reply cost."""
-    if call.row_id is not None:
-        await model_calls.answer_call(pool, call.row_id, _charged_part(usage))
+    if call.pool is not None and call.row_id is not None:
+        await model_calls.answer_call(call.pool, call.row_id, _charged_part(usage))
 
 
-async def withdraw_call(pool: AsyncConnectionPool, call: Call) -> None:
+async def withdraw_call(call: Call) -> None:
     """Remove the record of a call that will not be sent (what it found to charge stops it)."""
-    if call.row_id is not None:
-        await model_calls.withdraw_call(pool, call.row_id)
+    if call.pool is not None and call.row_id is not None:
+        await model_calls.withdraw_call(call.pool, call.row_id)
 
 
 async def _recovered(pool: AsyncConnectionPool, thread_id: str, earlier: list[dict[str, Any]]) -> dict[str, Any] | None:
