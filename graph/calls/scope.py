@@ -79,8 +79,8 @@ def _sampler(payload: dict[str, Any], services: Services, spent: dict[str, Any])
         try:
             asked = call_model(state, services, SAMPLER, _messages(params), spent=cast("LoopUpdate", dict(spent)))  # what the call's earlier requests spent: usage and breakers
             reply, update = await asyncio.create_task(asked, context=call_context.copy())
-        except NoReply as failed:
-            _charge(spent, failed.update)
+        except NoReply as failed:  # its update is all the call's requests spent, this one's included
+            spent.update({key: failed.update[key] for key in ("usage", "breakers") if key in failed.update})
             raise SamplingRefused(f"the run's model did not answer: {failed.ending['reason']}") from None
         _charge(spent, update)
         return types.CreateMessageResult(role="assistant", content=types.TextContent(type="text", text=_text(reply)),

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 
+import pytest
 from mcp import types
 
 from boundloop.graph.core import deadline
@@ -34,3 +35,20 @@ async def test_sampling_waits_under_the_calls_deadline_not_the_connections(tmp_p
     result = await asyncio.create_task(on_the_receive_loop())
     assert result.content.text == "keep it short"
     assert spent["usage"]["calls_by_role"] == {"sampler": 1}
+
+
+async def test_a_request_refused_after_an_answered_one_leaves_that_one_charged_once(tmp_path):
+    """The call's second request would pass `input_tokens` with the first's 40: it is refused, and
+    what the tool call spent stays the first request's cost, counted once."""
+    script = tmp_path / "script.json"
+    script.write_text(json.dumps({"model_id": "scripted-sampling", "roles": {"sampler": [step("keep it short", tokens=(40, 7))]}}))
+    payload = {"settings": {"model": "scripted", "script": str(script)}, "budget": Budget(input_tokens=60).model_dump(), "usage": {}, "breakers": {}}
+    spent: dict = {}
+    with deadline.step_deadline(60):
+        sample = mcp_scope._sampler(payload, Services(), spent)
+    await sample(ADVISE)
+    long = types.CreateMessageRequestParams(
+        messages=[types.SamplingMessage(role="user", content=types.TextContent(type="text", text="advise " * 40))], max_tokens=50)
+    with pytest.raises(mcp_scope.SamplingRefused, match="the run's model did not answer"):
+        await sample(long)
+    assert spent["usage"]["calls_by_role"] == {"sampler": 1} and spent["usage"]["input_tokens"] == 40
