@@ -88,6 +88,8 @@ def test_a_reply_killed_before_its_checkpoint_is_charged_when_the_step_runs_agai
     assert (event["model_turns"], event["input_tokens"], event["output_tokens"]) == (1, *ACTOR_TOKENS)
     shown = boundloop("show", "killed", "--database-url", db_url)
     assert "recovered: 1 model call(s)" in shown.stdout, shown.stdout
+    replayed = boundloop("replay", "killed", "--database-url", db_url)
+    assert replayed.returncode == 0, replayed.stdout + replayed.stderr  # the trace, recovered calls and all, follows the graph
 
 
 def test_a_call_killed_before_any_reply_is_charged_its_reservation(db_url, tmp_path):
