@@ -27,6 +27,7 @@ from boundloop.graph.core import deadline
 from boundloop.graph.calls import elicitation, scope as mcp_scope
 from boundloop.graph.core.budget import add_usage, tool_call_reservation
 from boundloop.graph.core.records import Observation, Usage
+from boundloop.graph.models import write_ahead
 from boundloop.graph.services import Services, current_run_id
 from boundloop.graph.state import LoopUpdate
 from boundloop.tools import client_features, dispatch, gateway, ledger, pinning
@@ -103,6 +104,8 @@ async def run_call(call: dict[str, Any], payload: dict[str, Any], services: Serv
                 await ledger.stop_for_question(pool, key, scope.question["key"])
             await questions.record(phase)
             services.question_recorded(run_id)  # this call's next look, and every later call of the drive, asks
+    if bridge.features(spec.server).allow_sampling and (recovered := await write_ahead.charge_earlier(pool)):
+        scope.spent["usage"] = add_usage(scope.spent.get("usage"), recovered)  # a re-run step's call that sampled before and not now
     result = await record_outcome(call, outcome, settings, services, started=started, phase=phase, chars_left=payload.get("result_chars_left"))
     return await mcp_scope.settle(scope, result, services, phase=phase)
 

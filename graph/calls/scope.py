@@ -112,16 +112,18 @@ def _text(reply: AIMessage) -> str:
 
 async def settle(scope: CallScope, result: LoopUpdate, services: Services, *, phase: str) -> LoopUpdate:
     """`result` (the call's update) with the scope's costs and requests added; requests traced."""
-    if not scope.events and not scope.escalations:
-        return result
     spent = scope.spent
+    if not scope.events and not scope.escalations and not spent.get("usage"):
+        return result
     usage = add_usage(result.get("usage"), spent.get("usage"))
     usage["escalations"] += scope.escalations
-    observation: Observation = {**result["observations"][0], "server_requests": secrets.redact(scope.events)}
-    update: LoopUpdate = {**result, "usage": usage, "observations": [observation]}
+    update: LoopUpdate = {**result, "usage": usage}
     if "breakers" in spent:
         update["breakers"] = spent["breakers"]
-    pool = await services.pool()
-    for event in scope.events:
-        await store.append_trace(pool, current_run_id(), "mcp_request", node=phase, data=secrets.redact(event))
+    if scope.events:
+        observation: Observation = {**result["observations"][0], "server_requests": secrets.redact(scope.events)}
+        update["observations"] = [observation]
+        pool = await services.pool()
+        for event in scope.events:
+            await store.append_trace(pool, current_run_id(), "mcp_request", node=phase, data=secrets.redact(event))
     return update

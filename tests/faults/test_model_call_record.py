@@ -18,6 +18,7 @@ from boundloop.graph.core.status import Exit, Terminal
 from tests.graph.conftest import CRITIC_PASS, READ_NOTES, step
 from tests.graph.test_cli import _env, boundloop
 
+ASKING_SERVER = Path(__file__).parents[1] / "tools" / "servers" / "asking_server.py"
 ACTOR_TOKENS = (100, 10)
 """What each scripted actor reply reports: (input, output) tokens."""
 
@@ -115,3 +116,28 @@ def test_a_crash_loop_cannot_spend_past_the_model_turn_budget(db_url, tmp_path):
     assert report["status"] == Terminal.BUDGET_EXHAUSTED and report["ending"]["dimension"] == "model_turns"
     assert report["usage"]["model_turns"] == 3 and report["usage"]["recovered_model_calls"] == 3
     assert _recorded(db_url, "looping") == [("actor", "ANSWERED")] * 3  # the model was asked three times in all
+
+
+def test_a_step_run_again_whose_call_samples_no_more_still_pays_for_what_it_sampled(db_url, tmp_path):
+    """The server asks the run's model, acts, and the run is killed before the ledger records the
+    outcome. The call is not safe to send again, so the re-run step makes no model call at all:
+    the completion paid for before the kill is charged all the same."""
+    effects = tmp_path / "effects.txt"
+    servers = {"mcpServers": {"asking": {"command": sys.executable, "args": [str(ASKING_SERVER), str(effects)], "trusted": True,
+                                         "protocol": "legacy", "sampling": True}}}
+    policy = {"rules": [{"id": "advise", "action": "allow", "server": "asking", "tool": "advise_and_note"}]}
+    roles = {"actor": [step(calls=[{"name": "asking__advise_and_note", "args": {"text": "ship"}}], tokens=ACTOR_TOKENS), step("noted", tokens=ACTOR_TOKENS)],
+             "sampler": [step("ship on Friday", tokens=(40, 7))], "critic": [CRITIC_PASS]}
+    for name, content in (("servers", servers), ("policy", policy), ("script", {"model_id": "scripted-record", "roles": roles})):
+        (tmp_path / f"{name}.json").write_text(json.dumps(content))
+    _killed_at("tool:after_call#1", ["run", "Note the advice", "--model", "scripted", "--script", str(tmp_path / "script.json"),
+                                     "--servers", str(tmp_path / "servers.json"), "--policy", str(tmp_path / "policy.json"),
+                                     "--unattended", "--thread", "sampled", "--json"], db_url)
+    assert effects.read_text() == "ship: ship on Friday\n"
+    resumed = boundloop("resume", "sampled", "--json", "--database-url", db_url)
+    report = json.loads(resumed.stdout)
+    assert (resumed.returncode, report["status"]) == (Exit.WAITING, Terminal.REVIEW_REQUIRED)  # its outcome is unknown: a human checks
+    assert report["usage"]["recovered_model_calls"] == 1 and report["usage"]["input_tokens_by_role"]["sampler"] == 40
+    [event] = _recovered_events(db_url, "sampled")
+    assert event["calls"] == [{"role": "sampler", "model": "scripted-record", "answered": True}]
+    assert effects.read_text() == "ship: ship on Friday\n"  # not sent again

@@ -41,6 +41,16 @@ async def note(text: str, ctx: Context) -> str:
     return "noted"
 
 
+@mcp.tool(annotations=ToolAnnotations(destructive_hint=False, idempotent_hint=False, open_world_hint=False))
+async def advise_and_note(text: str, ctx: Context) -> str:
+    """Ask the client's model for advice, then append `text` and the advice to the file named by the
+    server's first argument (a side effect)."""
+    reply = await ctx.session.create_message([SamplingMessage(role="user", content=TextContent(type="text", text=text))], max_tokens=50)
+    with open(sys.argv[1], "a") as effects:
+        effects.write(f"{text}: {reply.content.text}\n")
+    return "noted"
+
+
 @mcp.tool(annotations=READ_ONLY)
 async def consult(ctx: Context) -> str:
     """Ask the client's model, then the user."""
