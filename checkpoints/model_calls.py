@@ -12,10 +12,12 @@ from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool
 
-OPEN_CALL = """
-WITH earlier AS (
-  SELECT id, role, model, status, usage FROM boundloop_model_calls
-  WHERE %(earlier)s AND thread_id = %(thread_id)s AND task = %(task)s AND execution <> %(execution)s),
+EARLIER_CALLS = """
+SELECT id, role, model, status, usage FROM boundloop_model_calls
+WHERE thread_id = %(thread_id)s AND task = %(task)s AND execution <> %(execution)s"""
+"""The rows every other execution of a task left."""
+OPEN_CALL = f"""
+WITH earlier AS ({EARLIER_CALLS} AND %(earlier)s),
 opened AS (
   INSERT INTO boundloop_model_calls (thread_id, task, execution, role, model, status, usage)
   VALUES (%(thread_id)s, %(task)s, %(execution)s, %(role)s, %(model)s, 'INTENT', %(usage)s)
@@ -42,8 +44,7 @@ async def open_call(
 async def earlier_calls(pool: AsyncConnectionPool, *, thread_id: str, task: str, execution: str) -> list[dict[str, Any]]:
     """The rows every other execution of `task` left (role, model, status, usage), oldest first."""
     async with pool.connection() as conn, conn.cursor(row_factory=dict_row) as cur:
-        await cur.execute("SELECT role, model, status, usage FROM boundloop_model_calls"
-                          " WHERE thread_id = %s AND task = %s AND execution <> %s ORDER BY id", (thread_id, task, execution))
+        await cur.execute(f"{EARLIER_CALLS} ORDER BY id", dict(thread_id=thread_id, task=task, execution=execution))
         return await cur.fetchall()
 
 
@@ -58,4 +59,3 @@ async def withdraw_call(pool: AsyncConnectionPool, call_id: int) -> None:
     """Delete the record of a call that was never sent."""
     async with pool.connection() as conn:
         await conn.execute("DELETE FROM boundloop_model_calls WHERE id = %s AND status = 'INTENT'", (call_id,))
-

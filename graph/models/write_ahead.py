@@ -10,8 +10,9 @@ with the reply's usage after it.
 
 When a LangGraph task runs again from its checkpoint, its first model call in that execution (or
 the answer to the question it stopped for, graph/calls/elicitation.py, or the end of a tool call
-to a server that may sample, nodes/calls.py) charges every row its earlier executions left: an ANSWERED row at the reply's usage, an INTENT one at its reservation (it
-may have been sent; no reply came back, so its output tokens are unknown and counted as none). The
+to a server that may sample, nodes/calls.py) charges every row its earlier executions left: an
+ANSWERED row at the reply's usage, an INTENT one at its reservation (it may have been sent; no
+reply came back, so its output tokens are unknown and counted as none). The
 charge is part of the node's update, so it is saved with the node or found again by the next
 execution. It counts in `usage.recovered_model_calls` and the turn, token and cost totals, not in
 `calls_by_role` (the replies the run's saved steps received), and leaves a
